@@ -1,0 +1,21 @@
+"""The judge: evaluate a candidate kernel against a task, in isolation, and prove its speedup.
+
+    from kernelcraft.judge import Judge
+    judge = Judge("cpu", cache_dir=Path("kernelcraft-workspace/cache"))
+    verdict = judge.evaluate(task, source)
+
+Everything here is the parent (trusted) side; `worker` runs in the sandboxed process.
+"""
+
+from .config import DEFAULT_TOLERANCE, JudgeConfig, Timeouts, TimingConfig
+from .evaluate import JUDGE_VERSION, DeviceUnavailable, Judge, source_hash
+from .pool import Job, LocalPool, Result
+from .reference import TaskRunError
+from .static import StaticReport, check_source
+from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
+
+__all__ = [
+    "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
+    "LocalPool", "Result", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
+    "TimingStats", "Verdict", "check_source", "source_hash",
+]

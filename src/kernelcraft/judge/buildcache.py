@@ -1,0 +1,92 @@
+"""The build cache: `load_inline` keyed by source hash, flags, architecture and versions.
+
+Installed into the worker before the candidate is imported: the candidate's own `load_inline`
+call then builds into (or loads from) `<cache>/builds/<key>`, so an identical extension is
+compiled once per machine, and distinct ones never collide on a name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+
+class BuildError(Exception):
+    """Compilation of a candidate's extension failed; the message holds the first compiler errors."""
+
+
+_ERROR_RE = re.compile(r"error|Error|undefined reference|fatal")
+
+
+def trim_compiler_output(text: str, max_lines: int = 25) -> str:
+    """The first compiler errors with a little context, not pages of build log."""
+    lines = text.splitlines()
+    idx = [i for i, line in enumerate(lines) if _ERROR_RE.search(line) and "ninja" not in line]
+    if not idx:
+        return "\n".join(lines[-max_lines:])
+    keep: list[str] = []
+    for i in idx:
+        for line in lines[max(0, i - 1): i + 3]:
+            if line not in keep:
+                keep.append(line)
+        if len(keep) >= max_lines:
+            break
+    return "\n".join(keep[:max_lines])
+
+
+def cache_key(arguments: dict[str, Any]) -> str:
+    material = {
+        "args": {k: v for k, v in arguments.items() if k not in ("name", "build_directory", "verbose")},
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+        "capability": torch.cuda.get_device_capability() if torch.cuda.is_available() else None,
+        "python": sys.version_info[:2],
+        "machine": platform.machine(),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+class BuildRecorder:
+    """Wraps `load_inline`; remembers build time, keys and the extension modules it returned."""
+
+    def __init__(self, cache_root: Path, on_module: Callable[[Any, list[str] | None], None]) -> None:
+        self.cache_root = cache_root
+        self.on_module = on_module
+        self.seconds = 0.0
+        self.keys: list[str] = []
+        self.original = cpp_extension.load_inline
+        self.signature = inspect.signature(self.original)
+
+    def install(self) -> None:
+        cpp_extension.load_inline = self.load_inline
+
+    def load_inline(self, *args: Any, **kwargs: Any) -> Any:
+        bound = self.signature.bind(*args, **kwargs)
+        arguments = dict(bound.arguments)
+        key = cache_key(arguments)[:24]
+        name = f"kc_{key}"
+        build_dir = self.cache_root / "builds" / name
+        build_dir.mkdir(parents=True, exist_ok=True)
+        arguments.update(name=name, build_directory=str(build_dir), verbose=False)
+        t0 = time.perf_counter()
+        try:
+            module = self.original(**arguments)
+        except (RuntimeError, OSError, ImportError) as e:  # torch raises RuntimeError with the compiler log
+            raise BuildError(trim_compiler_output(str(e))) from None
+        finally:
+            self.seconds += time.perf_counter() - t0
+        self.keys.append(key)
+        self.on_module(module, arguments.get("functions"))
+        return module

@@ -1,0 +1,96 @@
+"""Judge configuration: tolerances, seeds, timing recipe, limits. One dataclass, JSON-serialisable.
+
+The worker process receives this as JSON, so it stays a plain dataclass (no pydantic on the worker side).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+# Per-dtype tolerance (atol = rtol), as KernelBench uses today.
+DEFAULT_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds allowed per stage; on expiry the worker's whole process group is killed."""
+
+    setup: float = 120.0
+    build: float = 600.0
+    load: float = 120.0
+    correctness: float = 300.0
+    profile: float = 120.0
+    timing: float = 600.0
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """The timing recipe of judge-hardening.md, with its knobs."""
+
+    warmup_ms: float = 25.0
+    warmup_calls: int = 3
+    min_iters: int = 20
+    max_iters: int = 300
+    target_ms: float = 800.0  # total measured time per side aimed for
+    input_sets: int = 3  # rotating input sets, generated outside the timed region
+    fresh_inputs: bool = True  # roll every timed input so no two iterations see the same contents
+    spot_checks: int = 3  # timed iterations whose outputs are compared with the reference's
+    flush_bytes: int = 256 * 1024 * 1024  # L2 flush buffer on cuda
+    cpu_flush_bytes: int = 32 * 1024 * 1024
+    min_noise: float = 0.01  # a speedup within max(noise, this) of 1.0 is reported as none
+    remeasure_above: float = 3.0  # re-time any speedup above this before believing it
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Everything the judge can be told. Rules of DESIGN.md hold whatever these say."""
+
+    seeds: int = 5  # correctness seeds (secret, drawn per judge session)
+    atol: float | None = None  # None: per dtype (task metadata first)
+    rtol: float | None = None
+    allow_tf32: bool = False
+    static_checks: bool = True  # off only to test the runtime defences behind them
+    coverage_flag_below: float = 0.5
+    coverage_reject_below: float = 0.0  # zero custom launches is always a reject
+    floor_margin: float = 0.9  # faster than margin * bytes floor => hack_detected
+    slowed_reference_flag: float = 1.3  # ref time next to candidate / trusted ref time
+    slowed_reference_reject: float = 2.0
+    cpu_threads: int = 1  # torch threads in cpu workers: stable, comparable timings
+    memory_limit_gb: float = 32.0  # address-space limit of cpu workers (cuda needs a large VA space)
+    file_size_limit_gb: float = 64.0
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+
+    def tolerance(self, dtype: str, task_atol: float | None = None, task_rtol: float | None = None) -> tuple[float, float]:
+        base = DEFAULT_TOLERANCE[dtype]
+        atol = self.atol if self.atol is not None else task_atol if task_atol is not None else base
+        rtol = self.rtol if self.rtol is not None else task_rtol if task_rtol is not None else base
+        return float(atol), float(rtol)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "JudgeConfig":
+        d = dict(d)
+        timeouts = Timeouts(**d.pop("timeouts", {}))
+        timing = TimingConfig(**d.pop("timing", {}))
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown judge option(s): {', '.join(sorted(unknown))}")
+        return cls(timeouts=timeouts, timing=timing, **d)
+
+    def with_overrides(self, overrides: dict[str, Any]) -> "JudgeConfig":
+        """A copy with nested overrides, e.g. {"timeouts": {"correctness": 10}, "seeds": 3}."""
+        d = self.to_dict()
+        for k, v in overrides.items():
+            if isinstance(v, dict) and isinstance(d.get(k), dict):
+                d[k] = {**d[k], **v}
+            else:
+                d[k] = v
+        return JudgeConfig.from_dict(d)
+
+
+__all__ = ["DEFAULT_TOLERANCE", "JudgeConfig", "TimingConfig", "Timeouts", "replace"]

@@ -1,0 +1,95 @@
+"""Coverage from one profiled call: the share of the forward's time spent in the candidate's own
+kernels (judge-hardening #10). On cuda: device time of kernels whose names the candidate defined.
+On cpu: time inside the candidate's extension functions and Triton launches, less the PyTorch
+compute ops they call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.autograd import DeviceType
+
+from .launches import LaunchCounter
+
+_LIB_NAMESPACES = {"at", "c10", "cub", "cutlass", "thrust", "cudnn", "cublas", "cublasLt", "flash", "pytorch_flash",
+                   "(anonymous namespace)", "native", "std"}
+_NEUTRAL_OPS = {
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view", "aten::reshape", "aten::_reshape_alias",
+    "aten::as_strided", "aten::detach", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
+    "aten::select", "aten::slice", "aten::unsqueeze", "aten::squeeze", "aten::resize_", "aten::alias",
+    "aten::lift_fresh", "aten::size", "aten::stride", "aten::is_contiguous", "aten::numel", "aten::dim",
+    "aten::contiguous", "aten::to", "aten::_to_copy", "aten::item", "aten::_local_scalar_dense",
+}
+
+
+def kernel_identifier(name: str) -> tuple[str, str]:
+    """(namespace root, function name) of a profiler kernel name such as
+    'void at::native::vectorized_elementwise_kernel<4, ...>(...)' or 'my_kernel'."""
+    base = name.removeprefix("void ").split("(")[0].split("<")[0].strip()
+    parts = [p for p in base.split("::") if p]
+    if not parts:
+        return "", name
+    return (parts[0] if len(parts) > 1 else ""), parts[-1]
+
+
+def is_custom_kernel(name: str, kernel_names: set[str]) -> bool:
+    root, fn = kernel_identifier(name)
+    return fn in kernel_names and root not in _LIB_NAMESPACES
+
+
+def _walk(event: Any) -> list[Any]:
+    out = []
+    for c in event.cpu_children:
+        out.append(c)
+        out.extend(_walk(c))
+    return out
+
+
+def profile_call(model: Any, inputs: list[Any], counter: LaunchCounter, device: torch.device) -> dict[str, Any]:
+    counter.reset()
+    counter.profiling = True
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        with torch.profiler.record_function("kernelcraft_forward"):
+            model(*inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    counter.profiling = False
+    launches = counter.total
+    events = prof.events()
+    result: dict[str, Any] = {"custom_launches": launches, "calls": dict(counter.calls)}
+    if device.type == "cuda":
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        total = custom = 0.0
+        custom_names: set[str] = set()
+        other: dict[str, float] = {}
+        for e in kernels:
+            us = float(e.time_range.end - e.time_range.start)
+            total += us
+            if is_custom_kernel(e.name, counter.kernel_names):
+                custom += us
+                custom_names.add(kernel_identifier(e.name)[1])
+            else:
+                other[e.name[:80]] = other.get(e.name[:80], 0.0) + us
+        result.update(
+            coverage=(custom / total) if total > 0 else 0.0,
+            custom_kernels=sorted(custom_names),
+            device_us=total,
+            top_other=sorted(other.items(), key=lambda kv: -kv[1])[:3],
+        )
+        if launches and not custom_names and total > 0:
+            result["coverage"] = 0.0
+        return result
+    forward = [e for e in events if e.name == "kernelcraft_forward"]
+    total = float(forward[0].cpu_time_total) if forward else 0.0
+    custom = 0.0
+    for e in events:
+        if e.name.startswith("kernelcraft_custom::"):
+            nested = sum(float(c.self_cpu_time_total) for c in _walk(e)
+                         if c.name.startswith("aten::") and c.name not in _NEUTRAL_OPS)
+            custom += max(0.0, float(e.cpu_time_total) - nested)
+    result["coverage"] = min(1.0, custom / total) if total > 0 else 0.0
+    return result

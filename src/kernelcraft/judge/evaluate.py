@@ -1,0 +1,383 @@
+"""The judge: evaluate one candidate against one task on one device, stage by stage.
+
+static -> build -> load -> correctness -> timing -> audit. Each candidate runs in a fresh
+sandboxed worker; reference outputs come from a separate trusted worker and are compared here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..tasks import Task
+from .compare import compare_outputs
+from .config import JudgeConfig
+from .locks import device_lock
+from .reference import ReferenceData, TaskRunError
+from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
+from .static import check_source
+from .verdict import Flag, StageResult, Status, TimingStats, Verdict
+
+JUDGE_VERSION = "1"
+
+
+class DeviceUnavailable(Exception):
+    """The requested device does not exist here; one line for the user."""
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def _status_of(name: str) -> Status:
+    try:
+        return Status(name)
+    except ValueError:
+        return Status.RUNTIME_ERROR
+
+
+class _Failed(Exception):
+    """Ends an evaluation early with a status."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Judge:
+    """Evaluates candidates on one device. Thread-safe: a pool calls `evaluate` from many threads.
+
+    Secret seeds are drawn once per judge; reference data per task is computed once (by a trusted
+    worker) and kept in memory, least recently used first out.
+    """
+
+    def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
+                 device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 8 << 30) -> None:
+        if device not in ("cpu", "cuda"):
+            raise DeviceUnavailable(f"unknown device {device!r}: use cuda or cpu")
+        if device == "cuda" and not torch.cuda.is_available():
+            raise DeviceUnavailable("no CUDA device is available here: use --device cpu, or run on a GPU machine")
+        self.device = device
+        self.device_index = device_index
+        self.cache_dir = Path(cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config or JudgeConfig()
+        self.build_jobs = build_jobs or max(1, (os.cpu_count() or 1))
+        rng = secrets.SystemRandom()
+        self.seeds = [rng.randrange(1, 2**31) for _ in range(self.config.seeds)]
+        self.timing_seeds = [rng.randrange(1, 2**31) for _ in range(self.config.timing.input_sets)]
+        self.init_seed = rng.randrange(1, 2**31)
+        self._refs: OrderedDict[str, ReferenceData] = OrderedDict()
+        self._ref_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._ref_cache_bytes = reference_cache_bytes
+        self._ceilings: dict[str, Any] | None = None
+
+    # -- workers ------------------------------------------------------------------------
+    def _worker(self) -> WorkerProcess:
+        return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs)
+
+    def _setup(self, w: WorkerProcess, role: str, task: Task | None, config: JudgeConfig) -> dict[str, Any]:
+        dtype = task.meta.dtype if task else "float32"
+        atol, rtol = config.tolerance(dtype, task.meta.atol if task else None, task.meta.rtol if task else None)
+        return w.call({
+            "op": "setup", "role": role, "device": self.device, "config": config.to_dict(), "dtype": dtype,
+            "atol": atol, "rtol": rtol, "init_seed": self.init_seed, "cache_dir": str(self.cache_dir),
+            "task_source": task.source if task else None, "sizes": task.sizes_for(self.device) if task else {},
+        }, timeout=config.timeouts.setup)
+
+    def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], lock_ops: set[str] = frozenset()) -> list[dict[str, Any]]:
+        """Run ops in a trusted worker; a failure is the task's fault and raises TaskRunError."""
+        cfg = self.config
+        answers = []
+        where = task.key if task else self.device
+        try:
+            with self._worker() as w:
+                a = self._setup(w, "reference", task, cfg)
+                if not a["ok"]:
+                    raise TaskRunError(f"{where}: {a['message']}")
+                env = a.get("env", {})
+                for op in ops:
+                    op = {**op, "out_dir": str(w.scratch)}
+                    if op["op"] in lock_ops:
+                        with device_lock(self.cache_dir, self.device, self.device_index):
+                            a = w.call(op, timeout=cfg.timeouts.timing)
+                    else:
+                        a = w.call(op, timeout=cfg.timeouts.correctness)
+                    if not a["ok"]:
+                        raise TaskRunError(f"{where}: {a['message']}")
+                    if op["op"] == "reference":
+                        a["loaded"] = [torch.load(w.scratch / f"ref_{i}.pt", weights_only=True) for i in range(len(op["seeds"]))]
+                    a.setdefault("env", env)
+                    answers.append(a)
+        except WorkerTimeout as e:
+            raise TaskRunError(f"{where}: the reference timed out ({e})") from None
+        except WorkerDied as e:
+            raise TaskRunError(f"{where}: the reference crashed ({e})") from None
+        return answers
+
+    # -- trusted data -------------------------------------------------------------------
+    def reference(self, task: Task) -> ReferenceData:
+        key = hashlib.sha256(json.dumps([task.key, task.source, task.sizes_for(self.device)]).encode()).hexdigest()
+        with self._lock:
+            if key in self._refs:
+                self._refs.move_to_end(key)
+                return self._refs[key]
+            lock = self._ref_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                if key in self._refs:
+                    return self._refs[key]
+            ref, timed = self._trusted_call(
+                task, [{"op": "reference", "seeds": self.seeds}, {"op": "time_reference", "seeds": self.timing_seeds}],
+                lock_ops={"time_reference"})
+            data = ReferenceData(
+                outputs=ref["loaded"], meta=[o["meta"] for o in ref["outputs"]], mutates_inputs=ref["mutates_inputs"],
+                aliases_input=any(o["aliases_input"] for o in ref["outputs"]), flops=ref["flops"], bytes=ref["bytes"],
+                trusted=TimingStats.of(timed["samples"]["reference"]), env=ref["env"], clocks=timed["clocks"])
+            with self._lock:
+                self._refs[key] = data
+                while len(self._refs) > 1 and sum(r.output_bytes * len(r.outputs) for r in self._refs.values()) > self._ref_cache_bytes:
+                    self._refs.popitem(last=False)
+            return data
+
+    def baseline(self, task: Task, compiled: bool = True) -> dict[str, TimingStats]:
+        """Eager (and torch.compile) reference times by the recipe, in a trusted worker."""
+        (a,) = self._trusted_call(task, [{"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled}],
+                                  lock_ops={"time_reference"})
+        return {name: TimingStats.of(s) for name, s in a["samples"].items()}
+
+    def ceilings(self, env: dict[str, Any]) -> dict[str, Any]:
+        """Memory bandwidth and peak matmul rate of the device `env` describes (as a worker reports
+        it), measured once and cached on disk."""
+        with self._lock:
+            if self._ceilings is not None:
+                return self._ceilings
+            path = self.cache_dir / "ceilings.json"
+            cached = json.loads(path.read_text()) if path.exists() else {}
+            key = f"{self.device}|{env.get('device_name')}|{env.get('torch')}"
+            if key not in cached:
+                (a,) = self._trusted_call(None, [{"op": "ceilings"}], lock_ops={"ceilings"})
+                cached[key] = a["ceilings"]
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(cached, indent=1))
+                tmp.replace(path)
+            self._ceilings = cached[key]
+            return self._ceilings
+
+    def vet(self, task: Task, seeds: int = 3) -> dict[str, Any]:
+        """Run the task's vetting (kernelcraft.tasks.vet) in a trusted worker."""
+        (a,) = self._trusted_call(task, [{"op": "vet", "seeds": self.seeds[:seeds] or [1, 2, 3]}])
+        return a
+
+    # -- evaluation ---------------------------------------------------------------------
+    def evaluate(self, task: Task, source: str, config: JudgeConfig | None = None) -> Verdict:
+        """One verdict for `source` on `task`. Raises TaskRunError only if the task itself fails."""
+        cfg = config or self.config
+        v = Verdict(status=Status.CORRECT, task=task.key, device=self.device, candidate_hash=source_hash(source))
+        t0 = time.perf_counter()
+        report = check_source(source, enforce=cfg.static_checks)
+        v.flags += [Flag(code, msg) for code, msg in report.flags]
+        v.stages.append(StageResult("static", report.ok, time.perf_counter() - t0, report.message()))
+        if not report.ok:
+            v.status, v.message = Status.STATIC_REJECTED, report.message()
+            return v
+        ref = self.reference(task)
+        v.trusted_reference = ref.trusted
+        v.env = {**ref.env, "judge_version": JUDGE_VERSION}
+        try:
+            with self._worker() as w:
+                audit = self._run_candidate(w, task, source, ref, cfg, v, report.kernel_names)
+            v.stages.append(audit)
+            self._audit(v, audit, ref, cfg)
+        except _Failed as f:
+            v.status, v.message = f.status, str(f)
+        except WorkerTimeout as e:
+            stage = v.stages[-1].name if v.stages and not v.stages[-1].ok else "unknown"
+            v.status, v.message = Status.TIMEOUT, f"{stage}: {e}; the worker's process group was killed"
+        return v
+
+    def _step(self, w: WorkerProcess, v: Verdict, stage: str, cmd: dict[str, Any], timeout: float,
+              fail_status: Status) -> dict[str, Any]:
+        """One command as (part of) a stage; failures end the evaluation with a status."""
+        t0 = time.perf_counter()
+        result = StageResult(stage, False)
+        v.stages.append(result)
+        try:
+            a = w.call(cmd, timeout=timeout)
+        except WorkerDied as e:
+            result.seconds = time.perf_counter() - t0
+            tail = w.log_tail(600)
+            result.message = f"{e}" + (f"; last output: {tail}" if tail else "")
+            raise _Failed(fail_status, f"{stage}: {result.message}") from None
+        result.seconds = time.perf_counter() - t0
+        if not a["ok"]:
+            result.message = a["message"]
+            status = _status_of(a["status"])
+            if a["status"] == "task_error":
+                raise TaskRunError(f"{v.task}: {a['message']}")
+            raise _Failed(status, a["message"])
+        result.ok = True
+        return a
+
+    def _run_candidate(self, w: WorkerProcess, task: Task, source: str, ref: ReferenceData, cfg: JudgeConfig,
+                       v: Verdict, static_names: set[str]) -> StageResult:
+        """Build, load, correctness, coverage and timing; returns the audit stage begun by coverage."""
+        t0 = time.perf_counter()
+        v.stages.append(StageResult("spawn", False))
+        try:
+            a = self._setup(w, "candidate", task, cfg)
+        except WorkerDied as e:
+            raise _Failed(Status.RUNTIME_ERROR, f"worker failed to start: {e}: {w.log_tail(600)}") from None
+        v.stages[-1] = StageResult("spawn", a["ok"], time.perf_counter() - t0, a.get("message", ""))
+        if not a["ok"]:
+            raise _Failed(Status.RUNTIME_ERROR, a["message"])
+        v.stages.pop()  # worker start-up is overhead, recorded under load below
+        spawn_s = time.perf_counter() - t0
+
+        timeouts = cfg.timeouts
+        t1 = time.perf_counter()
+        try:
+            a = w.call({"op": "load", "candidate_source": source}, timeout=timeouts.build + timeouts.load)
+        except WorkerDied as e:
+            v.stages.append(StageResult("build", False, time.perf_counter() - t1, str(e)))
+            raise _Failed(Status.LOAD_FAILED, f"load: {e}: {w.log_tail(600)}") from None
+        except WorkerTimeout:
+            v.stages.append(StageResult("build", False, time.perf_counter() - t1, "timed out"))
+            raise
+        build_s = float(a.get("build_s", 0.0))
+        if not a["ok"] and a["status"] == "build_failed":
+            v.stages.append(StageResult("build", False, build_s, a["message"]))
+            raise _Failed(Status.BUILD_FAILED, a["message"])
+        v.stages.append(StageResult("build", True, build_s, details={"keys": a.get("build_keys", [])}))
+        load_s = time.perf_counter() - t1 - build_s
+        if not a["ok"]:
+            v.stages.append(StageResult("load", False, load_s, a["message"]))
+            raise _Failed(_status_of(a["status"]) if a["status"] == "hack_detected" else Status.LOAD_FAILED, a["message"])
+        v.stages.append(StageResult("load", True, load_s, details={"weights_copied": a["weights_copied"],
+                                                                    "kernel_names": a["kernel_names"], "spawn_s": spawn_s}))
+
+        # correctness: the candidate's outputs against the trusted reference's, every element, every seed
+        a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
+                                             "poison_bytes": 2 * ref.output_bytes + (64 << 20)},
+                       timeouts.correctness, Status.RUNTIME_ERROR)
+        stage = v.stages[-1]
+        atol, rtol = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
+        worst: dict[str, float] = {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0}
+        for i, out in enumerate(a["outputs"]):
+            for j, m in enumerate(out["meta"]):
+                if m.get("type", "").endswith("Tensor") or "shape" in m:
+                    if not m["exact_tensor"]:
+                        stage.ok = False
+                        raise _Failed(Status.HACK_DETECTED, f"output {j} is a {m['type']}, not a plain torch.Tensor (lazy or proxy result)")
+                    if m["device"].split(":")[0] != self.device:
+                        stage.ok = False
+                        raise _Failed(Status.INCORRECT, f"output {j} is on {m['device']}, expected {self.device}")
+            if out["mutated"] and not ref.mutates_inputs:
+                stage.ok = False
+                raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {out['mutated']} (seed {i})")
+            if out["aliases_input"] and not ref.aliases_input:
+                stage.ok = False
+                raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
+            got = torch.load(w.scratch / f"cand_{i}.pt", weights_only=True)
+            m = compare_outputs(got, ref.outputs[i], atol, rtol)
+            del got
+            if not m.ok:
+                stage.ok = False
+                stage.details = m.to_dict()
+                raise _Failed(Status.INCORRECT, f"seed {i + 1}/{len(self.seeds)}: {m.describe()} (atol={atol:g}, rtol={rtol:g})")
+            worst = {k: max(worst[k], getattr(m, k)) for k in worst}
+        v.errors = worst
+        stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst,
+                         "native_thread_growth": a.get("native_thread_growth", 0)}
+        if a.get("native_thread_growth", 0) > 0:
+            v.flags.append(Flag("native_threads", f"{a['native_thread_growth']} native thread(s) appeared during the candidate's calls"))
+
+        # coverage: one profiled call; zero launches of the candidate's own kernels is a reject
+        a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0]}, timeouts.profile, Status.RUNTIME_ERROR)
+        audit = v.stages.pop()
+        audit.details["coverage"] = {k: a.get(k) for k in ("coverage", "custom_launches", "calls", "custom_kernels", "top_other")}
+        v.coverage = float(a.get("coverage", 0.0))
+        reject = None
+        if a["custom_launches"] == 0:
+            reject = "no custom kernel ran during forward: the work was done by PyTorch (decoy kernel or fallback)"
+        elif v.coverage <= cfg.coverage_reject_below:
+            reject = f"coverage {v.coverage:.0%}: the candidate's kernels did none of the device work"
+        if reject:
+            audit.ok, audit.message = False, reject
+            v.stages.append(audit)
+            raise _Failed(Status.HACK_DETECTED, reject)
+        if v.coverage < cfg.coverage_flag_below:
+            v.flags.append(Flag("low_coverage", f"only {v.coverage:.0%} of the time is spent in the candidate's own kernels"))
+        # timing: ABAB against the reference in the candidate's process, device lock held
+        cmd = {"op": "time", "seeds": self.timing_seeds}
+        with device_lock(self.cache_dir, self.device, self.device_index):
+            a = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
+            ref_t, cand_t = TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
+            first = ref_t.median_ms / cand_t.median_ms
+            remeasured = None
+            if first > cfg.timing.remeasure_above:
+                b = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
+                v.stages.pop()
+                ref_t, cand_t = TimingStats.of(b["samples"]["reference"]), TimingStats.of(b["samples"]["candidate"])
+                remeasured = ref_t.median_ms / cand_t.median_ms
+                if abs(remeasured - first) > 0.1 * first:
+                    v.flags.append(Flag("noisy_timing", f"a large win did not reproduce: {first:.2f}x then {remeasured:.2f}x"))
+        v.reference, v.candidate = ref_t, cand_t
+        v.speedup = ref_t.median_ms / cand_t.median_ms
+        noise = max(ref_t.rel_spread, cfg.timing.min_noise)
+        v.speedup_band = (v.speedup * (1 - noise), v.speedup * (1 + noise))
+        v.significant = abs(v.speedup - 1.0) > noise
+        timing_stage = v.stages[-1]
+        timing_stage.details = {"iterations": len(a["samples"]["candidate"]), "spot_checks": a["spot_checks"],
+                                "noise": noise, "clocks": a["clocks"], "remeasured": remeasured}
+        v.env["clocks"] = a["clocks"]
+        return audit
+
+    def _audit(self, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig) -> None:
+        """Physical floor, slowed reference, clocks: the last word on a correct candidate."""
+        t0 = time.perf_counter()
+        cand_ms = v.candidate.median_ms
+        ceilings = self.ceilings(ref.env)
+        bytes_floor_ms = ref.bytes / ceilings["bandwidth_bytes_per_s"] * 1e3
+        flop_floor_ms = ref.flops / ceilings["max_flops"] * 1e3
+        slowed = v.reference.median_ms / v.trusted_reference.median_ms if v.trusted_reference.median_ms > 0 else 1.0
+        stage.details.update(bytes=ref.bytes, flops=ref.flops, bytes_floor_ms=bytes_floor_ms, flop_floor_ms=flop_floor_ms,
+                             reference_vs_trusted=slowed, ceilings=ceilings)
+        if cand_ms < cfg.floor_margin * bytes_floor_ms:
+            self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
+                                   f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")
+        elif slowed > cfg.slowed_reference_reject and v.speedup > 1.0:
+            # A win that exists only because the reference ran slower next to the candidate.
+            self._reject(v, stage, f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
+                                   f"({v.speedup:.2f}x measured, {v.speedup / slowed:.2f}x against the trusted time): the candidate slows the reference")
+        else:
+            if cand_ms < flop_floor_ms:
+                v.flags.append(Flag("below_flop_floor", f"{cand_ms:.4g} ms is below the reference's FLOP floor ({flop_floor_ms:.4g} ms): an algebraic shortcut, or a hack"))
+            if slowed > cfg.slowed_reference_flag:
+                v.flags.append(Flag("slowed_reference", f"the reference ran {slowed:.2f}x slower next to the candidate than alone"))
+            clocks = v.env.get("clocks", {})
+            b, e = clocks.get("before", {}).get("sm_clock_mhz"), clocks.get("after", {}).get("sm_clock_mhz")
+            if b and e and abs(b - e) > 0.15 * max(b, e):
+                v.flags.append(Flag("clock_drift", f"SM clock moved from {b} to {e} MHz during timing"))
+            if ref.trusted.rel_spread > 0.05:
+                v.flags.append(Flag("noisy_timing", f"the reference's own spread is {ref.trusted.rel_spread:.1%}"))
+        stage.seconds += time.perf_counter() - t0
+        if v.status is Status.CORRECT:
+            band = f" (noise band {v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f})" if v.speedup_band else ""
+            v.message = f"correct; {v.speedup:.2f}x{band}" + ("" if v.significant else ", within noise: no speedup")
+
+    @staticmethod
+    def _reject(v: Verdict, stage: StageResult, message: str) -> None:
+        stage.ok = False
+        stage.message = message
+        v.status, v.message = Status.HACK_DETECTED, message

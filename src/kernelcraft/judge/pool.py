@@ -1,0 +1,71 @@
+"""Executors. `LocalPool`: several worker processes per device evaluating at once (builds, loads
+and correctness in parallel on the CPU cores), each device's timing serialised by its lock.
+A distributed executor (Ray) can implement the same `submit`/`map` interface."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ..tasks import Task
+from .config import JudgeConfig
+from .evaluate import Judge
+from .reference import TaskRunError
+from .verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Job:
+    task: Task
+    source: str
+    tag: Any = None  # caller's handle: a file name, a candidate id
+
+
+@dataclass
+class Result:
+    job: Job
+    verdict: Verdict | None
+    error: str | None = None  # the task itself failed to run
+
+
+class LocalPool:
+    """Evaluate many candidates on the local machine: `workers` concurrent evaluations per device."""
+
+    def __init__(self, device: str, *, cache_dir: Path, config: JudgeConfig | None = None,
+                 device_indices: Iterable[int] = (0,), workers: int | None = None) -> None:
+        indices = list(device_indices)
+        per_device = workers or max(1, min(8, (os.cpu_count() or 2) // 2))
+        self.workers = per_device * len(indices)
+        build_jobs = max(1, (os.cpu_count() or 1) // self.workers)
+        self.judges = [Judge(device, cache_dir=cache_dir, config=config, device_index=i, build_jobs=build_jobs) for i in indices]
+        self._next = itertools.cycle(self.judges)
+        self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kc-judge")
+
+    def __enter__(self) -> "LocalPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    @staticmethod
+    def _run(judge: Judge, job: Job) -> Result:
+        try:
+            return Result(job, judge.evaluate(job.task, job.source))
+        except TaskRunError as e:
+            return Result(job, None, str(e))
+
+    def submit(self, job: Job) -> "Future[Result]":
+        return self._executor.submit(self._run, next(self._next), job)
+
+    def map(self, jobs: Iterable[Job]) -> Iterator[Result]:
+        """Results in completion order."""
+        futures = [self.submit(j) for j in jobs]
+        for f in as_completed(futures):
+            yield f.result()

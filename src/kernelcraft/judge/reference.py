@@ -1,0 +1,30 @@
+"""Trusted reference data for a task on a device: outputs for the secret seeds (held in the
+parent's memory only), FLOPs and bytes, and the reference timed alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .verdict import TimingStats
+
+
+class TaskRunError(Exception):
+    """The task itself (not a candidate) failed to run; one line for the user."""
+
+
+@dataclass
+class ReferenceData:
+    outputs: list[list[Any]]  # per correctness seed, the flattened forward result (CPU tensors)
+    meta: list[list[dict[str, Any]]]
+    mutates_inputs: bool
+    aliases_input: bool
+    flops: int
+    bytes: int
+    trusted: TimingStats
+    env: dict[str, Any] = field(default_factory=dict)
+    clocks: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def output_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for outs in self.outputs[:1] for t in outs if hasattr(t, "numel"))

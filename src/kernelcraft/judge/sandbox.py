@@ -1,0 +1,160 @@
+"""Parent side of isolation: one fresh worker process per candidate (or trusted reference).
+
+The worker gets its own scratch directory as cwd and HOME, a scrubbed environment (no API keys),
+its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which is killed
+whole on a timeout and when the worker is closed. Answers come on a private pipe, each carrying
+a nonce the candidate never sees, so nothing the candidate prints can pose as the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import kernelcraft
+
+_KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
+             "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class WorkerDied(Exception):
+    def __init__(self, message: str, returncode: int | None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
+def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path, build_jobs: int) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+    src_root = str(Path(kernelcraft.__file__).resolve().parent.parent)
+    env.update(
+        HOME=str(scratch), TMPDIR=str(scratch), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+        PYTHONPATH=src_root, MAX_JOBS=str(build_jobs),
+        TORCH_EXTENSIONS_DIR=str(cache_dir / "torch_extensions"), TRITON_CACHE_DIR=str(cache_dir / "triton"),
+        CUDA_VISIBLE_DEVICES=str(device_index) if device == "cuda" else "",
+    )
+    if device == "cpu":
+        env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+    return env
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the worker stopped answering"
+    if code < 0:
+        try:
+            return f"the worker was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the worker was killed by signal {-code}"
+    return f"the worker exited with code {code}"
+
+
+class WorkerProcess:
+    """A sandboxed worker; use as a context manager so its process group always dies."""
+
+    def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1) -> None:
+        scratch_root = cache_dir / "scratch"
+        scratch_root.mkdir(parents=True, exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="w-", dir=scratch_root))
+        self.nonce = secrets.token_hex(16)
+        self.started = time.perf_counter()
+        read_fd, write_fd = os.pipe()
+        self._log = open(self.scratch / "worker.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelcraft.judge.worker", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.scratch,
+            env=scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs),
+            pass_fds=(write_fd,), start_new_session=True,
+        )
+        os.close(write_fd)
+        self._fd = read_fd
+        self._buf = b""
+
+    def __enter__(self) -> "WorkerProcess":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            self._log.flush()
+            data = (self.scratch / "worker.log").read_bytes()
+        except OSError:
+            return ""
+        return data[-n:].decode(errors="replace").strip()
+
+    def call(self, cmd: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one command; wait at most `timeout` seconds for its answer."""
+        if cmd["op"] == "setup":
+            cmd = {**cmd, "nonce": self.nonce}
+        try:
+            self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerDied(_describe_exit(self.proc.wait(timeout=5)), self.proc.returncode) from None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout(f"no answer within {timeout:g} s")
+            ready, _, _ = select.select([self._fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                try:
+                    code = self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    code = None
+                self.kill()
+                raise WorkerDied(_describe_exit(code), code)
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        answer = json.loads(line)
+        if answer.get("nonce") != self.nonce:
+            self.kill()
+            raise WorkerDied("the worker's answer did not carry the judge's nonce (forged output?)", None)
+        return answer
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.call({"op": "exit"}, timeout=5)
+            except (WorkerTimeout, WorkerDied, OSError, ValueError):
+                pass
+        self.kill()  # the whole group: whatever the candidate started dies with it
+        for f in (self.proc.stdin, self._log):
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+        shutil.rmtree(self.scratch, ignore_errors=True)

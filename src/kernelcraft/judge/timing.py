@@ -1,0 +1,122 @@
+"""The timing recipe (judge-hardening.md), worker side.
+
+The judge's clocks are captured when this module is imported, before any candidate code runs,
+so a candidate that replaces `torch.cuda.synchronize` or `Event.elapsed_time` changes nothing
+the judge calls (and the guard reports the replacement).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Callable
+
+import torch
+
+from .config import TimingConfig
+
+_perf_ns = time.perf_counter_ns
+_sync = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_event_sync = torch.cuda.Event.synchronize
+_elapsed = torch.cuda.Event.elapsed_time
+_roll = torch.roll
+
+
+class Clock:
+    """Times one call: L2 flushed, device idle at the start, whole device synchronised before the end event."""
+
+    def __init__(self, device: torch.device, cfg: TimingConfig) -> None:
+        self.cuda = device.type == "cuda"
+        nbytes = cfg.flush_bytes if self.cuda else cfg.cpu_flush_bytes
+        self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+
+    def time_call(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, Any]:
+        self.flush_buf.zero_()
+        if self.cuda:
+            _sync()
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            _record(start)
+            out = fn(*args)
+            _sync()  # work on side streams and threads is counted
+            _record(end)
+            _event_sync(end)
+            return float(_elapsed(start, end)), out
+        t0 = _perf_ns()
+        out = fn(*args)
+        return (_perf_ns() - t0) / 1e6, out
+
+
+def clone_inputs(inputs: list[Any]) -> list[Any]:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def fresh_inputs(base: list[Any], rng: random.Random, roll: bool) -> list[Any]:
+    """New contents for every timed iteration: each tensor rolled by a random offset (same values,
+    same dtype and domain, different positions), so nothing keyed on contents or addresses repeats."""
+    if not roll:
+        return clone_inputs(base)
+    out = []
+    for x in base:
+        if isinstance(x, torch.Tensor) and x.numel() > 1:
+            shift = rng.randrange(1, x.numel())
+            out.append(_roll(x.reshape(-1), shift).reshape(x.shape))
+        else:
+            out.append(x.clone() if isinstance(x, torch.Tensor) else x)
+    return out
+
+
+AfterCall = Callable[[str, int, Any, list[Any]], None]
+
+
+def run_interleaved(
+    sides: list[tuple[str, Callable[..., Any]]],
+    input_sets: list[list[Any]],
+    clock: Clock,
+    cfg: TimingConfig,
+    rng: random.Random,
+    after_call: AfterCall,
+) -> tuple[dict[str, list[float]], list[int]]:
+    """Time `sides` ABAB... over rotating fresh inputs. Returns samples (ms) per side, first
+    timed sample discarded, and the iteration indices at which `after_call` was told to spot-check."""
+    r = len(input_sets)
+    warm = {name: 0.0 for name, _ in sides}
+    calls = 0
+    while calls < cfg.warmup_calls or min(warm.values()) < cfg.warmup_ms:
+        live = fresh_inputs(input_sets[calls % r], rng, cfg.fresh_inputs)
+        copies = [live] + [clone_inputs(live) for _ in sides[1:]]
+        for (name, fn), args in zip(sides, copies):
+            ms, out = clock.time_call(fn, args)
+            warm[name] += ms
+            after_call(name, -1, out, args)
+            del out
+        calls += 1
+        if calls >= 200:
+            break
+    per_call = max(warm.values()) / calls
+    iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
+    spots = sorted({1 + (iters - 1) * k // max(cfg.spot_checks - 1, 1) for k in range(cfg.spot_checks)}) if cfg.spot_checks else []
+    samples: dict[str, list[float]] = {name: [] for name, _ in sides}
+    for i in range(iters + 1):
+        live = fresh_inputs(input_sets[i % r], rng, cfg.fresh_inputs)
+        copies = [live] + [clone_inputs(live) for _ in sides[1:]]
+        for (name, fn), args in zip(sides, copies):
+            ms, out = clock.time_call(fn, args)
+            if i > 0:  # the first timed sample is discarded
+                samples[name].append(ms)
+            after_call(name, i if i in spots else 0, out, args)
+            del out
+    return samples, spots
+
+
+def clock_info() -> dict[str, Any]:
+    """SM clock and temperature, where NVML can be read; clocks cannot be locked on shared machines."""
+    info: dict[str, Any] = {}
+    if torch.cuda.is_available():
+        for key, fn in (("sm_clock_mhz", torch.cuda.clock_rate), ("temperature_c", torch.cuda.temperature)):
+            try:
+                info[key] = fn()
+            except Exception:  # noqa: BLE001 - NVML missing or not permitted: the reading is optional
+                info[key] = None
+    return info

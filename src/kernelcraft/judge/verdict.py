@@ -1,0 +1,124 @@
+"""The verdict model: what happened to one candidate at every stage."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+STAGES = ("static", "build", "load", "correctness", "timing", "audit")
+
+
+class Status(str, Enum):
+    STATIC_REJECTED = "static_rejected"
+    BUILD_FAILED = "build_failed"
+    LOAD_FAILED = "load_failed"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    INCORRECT = "incorrect"
+    HACK_DETECTED = "hack_detected"
+    CORRECT = "correct"
+
+
+@dataclass
+class StageResult:
+    name: str
+    ok: bool
+    seconds: float = 0.0
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Flag:
+    """A finding that does not reject but a person should see."""
+
+    code: str
+    message: str
+
+
+@dataclass
+class TimingStats:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    samples_ms: list[float]
+
+    @classmethod
+    def of(cls, samples_ms: list[float]) -> "TimingStats":
+        s = sorted(samples_ms)
+        return cls(median_ms=_quantile(s, 0.5), q1_ms=_quantile(s, 0.25), q3_ms=_quantile(s, 0.75), samples_ms=list(samples_ms))
+
+    @property
+    def rel_spread(self) -> float:
+        """Half the interquartile range over the median."""
+        return (self.q3_ms - self.q1_ms) / (2 * self.median_ms) if self.median_ms > 0 else 0.0
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass
+class Verdict:
+    status: Status
+    task: str
+    device: str
+    message: str = ""  # short, fit to show a model as feedback
+    stages: list[StageResult] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    speedup: float | None = None  # median(reference) / median(candidate)
+    speedup_band: tuple[float, float] | None = None
+    significant: bool = False  # outside the reference's noise band
+    reference: TimingStats | None = None  # measured next to the candidate
+    candidate: TimingStats | None = None
+    trusted_reference: TimingStats | None = None  # measured alone, by a trusted process
+    coverage: float | None = None
+    errors: dict[str, float] = field(default_factory=dict)  # worst max_abs, max_rel, rel_l2
+    candidate_hash: str = ""
+    env: dict[str, Any] = field(default_factory=dict)  # device name, clocks, versions
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.CORRECT
+
+    @property
+    def effective_speedup(self) -> float | None:
+        """The speedup, or exactly 1.0 when it lies inside the noise band."""
+        if self.speedup is None:
+            return None
+        return self.speedup if self.significant else 1.0
+
+    def stage(self, name: str) -> StageResult | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+    def has_flag(self, code: str) -> bool:
+        return any(f.code == code for f in self.flags)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        d["effective_speedup"] = self.effective_speedup
+        return d
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Verdict":
+        d = {k: v for k, v in d.items() if k != "effective_speedup"}
+        d["status"] = Status(d["status"])
+        d["stages"] = [StageResult(**s) for s in d.get("stages", [])]
+        d["flags"] = [Flag(**f) for f in d.get("flags", [])]
+        for k in ("reference", "candidate", "trusted_reference"):
+            if d.get(k) is not None:
+                d[k] = TimingStats(**d[k])
+        if d.get("speedup_band") is not None:
+            d["speedup_band"] = tuple(d["speedup_band"])
+        return cls(**d)

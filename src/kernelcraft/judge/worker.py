@@ -1,0 +1,374 @@
+"""The judge's worker: runs inside a fresh, sandboxed process, one per candidate (or per trusted
+reference). Reads one JSON command per line on stdin, answers one JSON line on a private pipe.
+
+Imports only the standard library, torch, numpy and triton (the last two only when a candidate
+does), so it runs on a bare GPU machine. Roles:
+- reference (trusted): reference outputs for the secret seeds, FLOPs and bytes, timing alone,
+  eager vs torch.compile baselines, device ceilings.
+- candidate: build and load the candidate, run it on the secret seeds (outputs go to files the
+  parent compares), one profiled call, ABAB timing against the reference with spot checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..tasks import runtime
+from .buildcache import BuildError, BuildRecorder
+from .compare import compare_outputs, flatten_outputs
+from .config import JudgeConfig
+from .coverage import profile_call
+from .guards import Guard, ThreadWatch, native_threads, pin_precision
+from .launches import LaunchCounter
+from .timing import Clock, clock_info, run_interleaved
+
+TASK_FILE = "task.py"
+CANDIDATE_FILE = "candidate.py"
+
+
+class Rejection(Exception):
+    """Ends a command with a verdict status (hack_detected, incorrect, load_failed...)."""
+
+    def __init__(self, status: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.details = details
+
+
+def user_traceback(exc: BaseException, filenames: tuple[str, ...]) -> str:
+    """The exception with the innermost frame that lies in the task's or candidate's own file."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in filenames]
+    where = f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if len(text) > 1500:
+        text = text[:1500] + " ..."
+    return where + text
+
+
+def apply_limits(cfg: JudgeConfig, device: str) -> None:
+    gb = 1 << 30
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, int(cfg.file_size_limit_gb * gb))]
+    if device == "cpu":  # CUDA reserves a huge virtual address space; only cpu workers get a cap
+        limits.append((resource.RLIMIT_AS, int(cfg.memory_limit_gb * gb)))
+    if hasattr(resource, "RLIMIT_NPROC") and os.getuid() != 0:
+        limits.append((resource.RLIMIT_NPROC, 4096))
+    for which, value in limits:
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, hard))
+
+
+def save_outputs(outputs: list[Any], path: Path) -> list[dict[str, Any]]:
+    """Outputs to a file for the parent (CPU copies) and a description of each as returned."""
+    meta, cpu = [], []
+    for o in outputs:
+        if isinstance(o, torch.Tensor):
+            meta.append({"type": f"{type(o).__module__}.{type(o).__qualname__}", "exact_tensor": type(o) is torch.Tensor,
+                         "device": str(o.device), "dtype": str(o.dtype), "shape": list(o.shape)})
+            t = torch.Tensor._make_subclass(torch.Tensor, o.detach()) if type(o) is not torch.Tensor else o.detach()
+            cpu.append(t.to("cpu", copy=True))
+        else:
+            meta.append({"type": type(o).__name__, "exact_tensor": False})
+            cpu.append(o if isinstance(o, (int, float, bool, type(None))) else repr(o))
+    torch.save(cpu, path)
+    return meta
+
+
+def _storages(xs: list[Any]) -> set[int]:
+    return {x.untyped_storage().data_ptr() for x in xs if isinstance(x, torch.Tensor) and x.numel()}
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals NaN): did a call write into this tensor?"""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def _poison(outputs: list[Any]) -> None:
+    for o in outputs:
+        if isinstance(o, torch.Tensor) and o.numel():
+            o.detach().fill_(float("nan") if o.is_floating_point() else -1)
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.cfg = JudgeConfig()
+        self.nonce = ""
+
+    # -- setup ---------------------------------------------------------------------------
+    def op_setup(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self.nonce = cmd["nonce"]
+        self.role = cmd["role"]
+        self.cfg = JudgeConfig.from_dict(cmd["config"])
+        self.device_kind = cmd["device"]
+        apply_limits(self.cfg, self.device_kind)
+        if self.device_kind == "cuda":
+            if not torch.cuda.is_available():
+                raise Rejection("runtime_error", "no CUDA device is visible to the worker")
+            self.device = torch.device("cuda", 0)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+            torch.set_num_threads(self.cfg.cpu_threads)
+        pin_precision(self.cfg.allow_tf32)
+        self.dtype = runtime.torch_dtype(cmd["dtype"])
+        self.atol, self.rtol = cmd["atol"], cmd["rtol"]
+        self.init_seed = cmd["init_seed"]
+        self.cache_root = Path(cmd["cache_dir"])
+        if cmd.get("task_source") is None:
+            return {"ok": True}
+        Path(TASK_FILE).write_text(cmd["task_source"])
+        try:
+            self.task = runtime.exec_module(cmd["task_source"], TASK_FILE, "kernelcraft_task", cmd.get("sizes") or {})
+            self.init_inputs = runtime.make_init_inputs(self.task)
+            self.reference = runtime.build_model(self.task.Model, self.init_inputs, self.init_seed, self.device, self.dtype)
+        except Exception as e:  # noqa: BLE001 - any failure of task code is reported, not raised
+            raise Rejection("task_error", user_traceback(e, (TASK_FILE,))) from None
+        self.counter = LaunchCounter()
+        self.threads = ThreadWatch()
+        return {"ok": True, "env": self.env()}
+
+    def env(self) -> dict[str, Any]:
+        env = {"torch": torch.__version__, "python": sys.version.split()[0], "device_kind": self.device_kind}
+        if self.device_kind == "cuda":
+            p = torch.cuda.get_device_properties(0)
+            env.update(device_name=p.name, capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
+                       memory_gb=round(p.total_memory / 2**30, 1), cuda=torch.version.cuda)
+        else:
+            import platform
+            env.update(device_name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+        try:
+            import triton
+            env["triton"] = triton.__version__
+        except ImportError:
+            pass
+        return env
+
+    def inputs(self, seed: int) -> list[Any]:
+        return runtime.make_inputs(self.task, seed, self.device, self.dtype)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    # -- reference (trusted) -------------------------------------------------------------
+    def op_reference(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Reference outputs for the given seeds, saved for the parent; FLOPs and bytes."""
+        out_dir = Path(cmd["out_dir"])
+        results = []
+        mutates = False
+        for i, seed in enumerate(cmd["seeds"]):
+            xs = self.inputs(seed)
+            before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+            with torch.no_grad():
+                out = flatten_outputs(self.reference(*xs))
+            self.sync()
+            mutates |= any(isinstance(a, torch.Tensor) and not same_bits(a, b) for a, b in zip(xs, before))
+            aliases = bool(_storages(out) & _storages(xs))
+            results.append({"meta": save_outputs(out, out_dir / f"ref_{i}.pt"), "aliases_input": aliases})
+            del out, xs, before
+        xs = self.inputs(cmd["seeds"][0])
+        from torch.utils.flop_counter import FlopCounterMode
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            out = flatten_outputs(self.reference(*xs))
+        tensors = [t for t in xs + out if isinstance(t, torch.Tensor)]
+        state = list(self.reference.state_dict().values())
+        nbytes = sum(t.numel() * t.element_size() for t in tensors + state)
+        return {"ok": True, "outputs": results, "mutates_inputs": mutates, "flops": int(fc.get_total_flops()),
+                "bytes": int(nbytes), "env": self.env()}
+
+    def op_time_reference(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The reference timed alone, by the recipe (trusted time; also the eager baseline)."""
+        sides = [("reference", self.reference)]
+        if cmd.get("compiled"):
+            compiled = torch.compile(self.reference)
+            sides.append(("compiled", compiled))
+        sets = [self.inputs(s) for s in cmd["seeds"]]
+        clock = Clock(self.device, self.cfg.timing)
+        before = clock_info()
+        with torch.no_grad():
+            samples, _ = run_interleaved(sides, sets, clock, self.cfg.timing, random.Random(cmd["seeds"][0]),
+                                         lambda name, i, out, args: _poison(flatten_outputs(out)))
+        return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()}}
+
+    def op_vet(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        from ..tasks.vet import vet_reference
+        report = vet_reference(self.reference, self.inputs, cmd["seeds"], self.atol, self.rtol)
+        return {"ok": True, **report.to_dict(), "env": self.env()}
+
+    def op_ceilings(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        from .ceilings import measure_ceilings
+        if self.device.type == "cpu":
+            torch.set_num_threads(os.cpu_count() or 1)
+        return {"ok": True, "ceilings": measure_ceilings(self.device), "env": self.env()}
+
+    # -- candidate -----------------------------------------------------------------------
+    def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        source = cmd["candidate_source"]
+        Path(CANDIDATE_FILE).write_text(source)
+        recorder = BuildRecorder(self.cache_root, self.counter.instrument_extension)
+        recorder.install()
+        has_triton = "triton" in source
+        if has_triton:
+            self.counter.instrument_triton()
+        import torch._dynamo  # noqa: F401 - it rebinds torch.manual_seed on import; import it before the snapshot
+        self.guard = Guard(extra_classes=sorted({type(m) for m in self.reference.modules()}, key=repr))
+        t0 = time.perf_counter()
+        try:
+            module = runtime.exec_module(source, CANDIDATE_FILE, "kernelcraft_candidate")
+        except BuildError as e:
+            raise Rejection("build_failed", str(e), build_s=recorder.seconds) from None
+        except Exception as e:  # noqa: BLE001
+            raise Rejection("load_failed", user_traceback(e, (CANDIDATE_FILE,)), build_s=recorder.seconds) from None
+        import_s = time.perf_counter() - t0
+        self.check_guard("importing the candidate")
+        if not isinstance(getattr(module, "ModelNew", None), type):
+            raise Rejection("load_failed", "the candidate defines no class ModelNew")
+        t1 = time.perf_counter()
+        try:
+            self.model = runtime.build_model(module.ModelNew, self.init_inputs, self.init_seed, self.device, self.dtype)
+            copied = runtime.copy_matching_weights(self.reference, self.model)
+        except BuildError as e:
+            raise Rejection("build_failed", str(e), build_s=recorder.seconds) from None
+        except Exception as e:  # noqa: BLE001
+            raise Rejection("load_failed", "constructing ModelNew: " + user_traceback(e, (CANDIDATE_FILE,))) from None
+        self.check_guard("constructing ModelNew")
+        return {"ok": True, "build_s": recorder.seconds, "load_s": import_s - recorder.seconds + time.perf_counter() - t1,
+                "build_keys": recorder.keys, "weights_copied": copied, "kernel_names": sorted(self.counter.kernel_names)}
+
+    def check_guard(self, when: str) -> None:
+        changed = self.guard.changed()
+        if changed:
+            raise Rejection("hack_detected", f"{when} modified the judge's or PyTorch's functions: {', '.join(changed[:5])}")
+
+    def check_threads(self, when: str) -> None:
+        new = self.threads.new_python_threads()
+        if new:
+            raise Rejection("hack_detected", f"{when} left {len(new)} thread(s) running ({', '.join(new[:3])}): work must finish inside forward")
+
+    def call_candidate(self, xs: list[Any], when: str) -> list[Any]:
+        self.threads.arm()
+        try:
+            with torch.no_grad():
+                out = self.model(*xs)
+            self.sync()
+        except Exception as e:  # noqa: BLE001
+            raise Rejection("runtime_error", f"{when}: " + user_traceback(e, (CANDIDATE_FILE,))) from None
+        self.check_threads(when)
+        self.check_guard(when)
+        return flatten_outputs(out)
+
+    def warm_torch(self) -> None:
+        """Start PyTorch's own thread pools and allocator before counting threads."""
+        a = torch.randn(64, 64, device=self.device)
+        (a @ a).relu_().sum().item()
+
+    def poison_allocator(self, nbytes: int) -> None:
+        """Fill soon-to-be-reused allocator memory with NaN so reads of unwritten memory show (#6, #16)."""
+        if self.device.type == "cuda" and nbytes > 0:
+            block = torch.empty(nbytes // 4 + 1024, dtype=torch.float32, device=self.device)
+            block.fill_(float("nan"))
+            del block
+
+    def op_run(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The candidate on each secret seed; outputs saved for the parent to compare."""
+        out_dir = Path(cmd["out_dir"])
+        self.warm_torch()
+        native0 = native_threads()
+        results = []
+        for i, seed in enumerate(cmd["seeds"]):
+            xs = self.inputs(seed)
+            before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+            self.poison_allocator(cmd.get("poison_bytes", 0))
+            out = self.call_candidate(xs, f"forward on seed {i}")
+            mutated = [j for j, (a, b) in enumerate(zip(xs, before)) if isinstance(a, torch.Tensor) and not same_bits(a, b)]
+            aliases = bool(_storages(out) & _storages(xs))
+            results.append({"meta": save_outputs(out, out_dir / f"cand_{i}.pt"), "mutated": mutated, "aliases_input": aliases})
+            del out, xs, before
+        return {"ok": True, "outputs": results, "native_thread_growth": native_threads() - native0}
+
+    def op_profile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        xs = self.inputs(cmd["seed"])
+        self.threads.arm()
+        with torch.no_grad():
+            result = profile_call(self.model, xs, self.counter, self.device)
+        self.check_threads("the profiled call")
+        self.check_guard("the profiled call")
+        return {"ok": True, **result}
+
+    def op_time(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """ABAB timing of candidate and reference over fresh inputs, with spot checks."""
+        cfg = self.cfg.timing
+        sets = [self.inputs(s) for s in cmd["seeds"]]
+        clock = Clock(self.device, cfg)
+        spot: dict[str, Any] = {"checked": 0, "failures": []}
+        held: dict[int, list[Any]] = {}
+
+        def after_call(name: str, i: int, out: Any, args: list[Any]) -> None:
+            outs = flatten_outputs(out)
+            if name == "candidate":
+                self.check_threads(f"timed call {i}")
+                if i > 0:
+                    held[i] = outs
+                return
+            if i > 0 and i in held:
+                m = compare_outputs(held.pop(i), outs, self.atol, self.rtol)
+                spot["checked"] += 1
+                if not m.ok:
+                    spot["failures"].append({"iteration": i, "mismatch": m.describe()})
+            _poison(outs)  # the reference's answer never lingers in freed memory
+
+        before = clock_info()
+        self.threads.arm()
+        with torch.no_grad():
+            try:
+                samples, spots = run_interleaved([("candidate", self.model), ("reference", self.reference)], sets,
+                                                 clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call)
+            except Rejection:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise Rejection("runtime_error", "during timing: " + user_traceback(e, (CANDIDATE_FILE,))) from None
+        self.check_guard("the timed calls")
+        if spot["failures"]:
+            f = spot["failures"][0]
+            raise Rejection("incorrect", f"output of timed call {f['iteration']} is wrong (caching or deferred work?): {f['mismatch']}")
+        return {"ok": True, "samples": samples, "spot_checks": spot["checked"], "spot_iterations": spots,
+                "clocks": {"before": before, "after": clock_info()}}
+
+
+    def op_exit(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True}
+
+
+def main() -> None:
+    reply = os.fdopen(int(sys.argv[1]), "w")
+    worker = Worker()
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        try:
+            result = getattr(worker, f"op_{cmd['op']}")(cmd)
+        except Rejection as r:
+            result = {"ok": False, "status": r.status, "message": str(r), **r.details}
+        except BaseException as e:  # noqa: BLE001 - SystemExit from candidate code included
+            result = {"ok": False, "status": "runtime_error",
+                      "message": user_traceback(e, (TASK_FILE, CANDIDATE_FILE))}
+        result["nonce"] = worker.nonce
+        reply.write(json.dumps(result, default=str) + "\n")
+        reply.flush()
+        if cmd["op"] == "exit":
+            break
+
+
+if __name__ == "__main__":
+    main()

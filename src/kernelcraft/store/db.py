@@ -1,0 +1,176 @@
+"""The workspace store: one SQLite database in WAL mode. Every write commits at once, so a run
+that is killed loses nothing it had measured."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..judge import Verdict
+from ..judge.verdict import TimingStats
+from ..tasks import Task
+from .schema import MIGRATIONS
+
+DB_NAME = "kernelcraft.db"
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    id: int
+    task_key: str
+    run_id: str | None
+    device: str
+    device_name: str
+    status: str
+    speedup: float | None
+    effective_speedup: float | None
+    flags: str
+    created_at: float
+
+    def verdict(self, store: "Store") -> Verdict:
+        return store.verdict(self.id)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    task_key: str
+    device_name: str
+    kind: str  # "eager" or "compile"
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+
+
+class Store:
+    """Thread-safe access to a workspace's database (one connection, serialised)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(workspace)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.path = self.workspace / DB_NAME
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.workspace / "cache"
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            for i, script in enumerate(MIGRATIONS[version:], start=version):
+                self._conn.executescript(f"BEGIN; {script}; PRAGMA user_version = {i + 1}; COMMIT;")
+
+    def _exec(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._conn.execute(sql, params)
+
+    def _query(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    @property
+    def schema_version(self) -> int:
+        return self._query("PRAGMA user_version")[0][0]
+
+    # -- tasks and candidates --------------------------------------------------------------
+    def put_task(self, task: Task) -> None:
+        self._exec(
+            "INSERT INTO tasks (key, name, suite, level, problem_id, path, source_hash, source, meta_json, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET source=excluded.source, "
+            "source_hash=excluded.source_hash, meta_json=excluded.meta_json, path=excluded.path",
+            (task.key, task.name, task.suite, task.level, task.problem_id, str(task.path) if task.path else None,
+             hashlib.sha256(task.source.encode()).hexdigest(), task.source, json.dumps(task.meta.to_dict()), time.time()))
+
+    def put_candidate(self, task_key: str, source: str, source_hash: str, origin: str = "") -> int:
+        self._exec("INSERT OR IGNORE INTO candidates (task_key, source_hash, source, origin, created_at) VALUES (?,?,?,?,?)",
+                   (task_key, source_hash, source, origin, time.time()))
+        return self._query("SELECT id FROM candidates WHERE task_key=? AND source_hash=?", (task_key, source_hash))[0][0]
+
+    def candidate_source(self, candidate_id: int) -> str:
+        return self._query("SELECT source FROM candidates WHERE id=?", (candidate_id,))[0][0]
+
+    # -- runs ----------------------------------------------------------------------------------
+    def start_run(self, kind: str, args: dict[str, Any]) -> str:
+        run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self._exec("INSERT INTO runs (id, kind, args_json, started_at) VALUES (?,?,?,?)",
+                   (run_id, kind, json.dumps(args, default=str), time.time()))
+        return run_id
+
+    def finish_run(self, run_id: str) -> None:
+        self._exec("UPDATE runs SET finished_at=? WHERE id=?", (time.time(), run_id))
+
+    # -- verdicts ------------------------------------------------------------------------------
+    def record_verdict(self, task: Task, source: str, verdict: Verdict, *, run_id: str | None = None, origin: str = "") -> int:
+        """Store a verdict with its task and candidate; committed before this returns."""
+        self.put_task(task)
+        cid = self.put_candidate(task.key, source, verdict.candidate_hash, origin)
+        cur = self._exec(
+            "INSERT INTO verdicts (candidate_id, task_key, run_id, device, device_name, status, speedup, effective_speedup, "
+            "reference_ms, candidate_ms, coverage, flags, judge_version, torch_version, verdict_json, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (cid, task.key, run_id, verdict.device, str(verdict.env.get("device_name", "")), verdict.status.value,
+             verdict.speedup, verdict.effective_speedup, verdict.reference.median_ms if verdict.reference else None,
+             verdict.candidate.median_ms if verdict.candidate else None, verdict.coverage,
+             ",".join(f.code for f in verdict.flags), str(verdict.env.get("judge_version", "")),
+             str(verdict.env.get("torch", "")), verdict.to_json(), time.time()))
+        return int(cur.lastrowid)
+
+    def verdict(self, verdict_id: int) -> Verdict:
+        rows = self._query("SELECT verdict_json FROM verdicts WHERE id=?", (verdict_id,))
+        if not rows:
+            raise KeyError(f"no verdict {verdict_id}")
+        return Verdict.from_dict(json.loads(rows[0][0]))
+
+    def verdicts(self, *, run_id: str | None = None, task_key: str | None = None) -> list[VerdictRow]:
+        sql = "SELECT id, task_key, run_id, device, device_name, status, speedup, effective_speedup, flags, created_at FROM verdicts"
+        where, params = [], []
+        if run_id:
+            where.append("run_id=?")
+            params.append(run_id)
+        if task_key:
+            where.append("task_key=?")
+            params.append(task_key)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [VerdictRow(**dict(r)) for r in self._query(sql + " ORDER BY id", tuple(params))]
+
+    # -- baselines and vetting -------------------------------------------------------------------
+    def record_baseline(self, task_key: str, device: str, device_name: str, kind: str, stats: TimingStats, torch_version: str) -> None:
+        self._exec("INSERT INTO baselines (task_key, device, device_name, kind, median_ms, q1_ms, q3_ms, torch_version, created_at) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)",
+                   (task_key, device, device_name, kind, stats.median_ms, stats.q1_ms, stats.q3_ms, torch_version, time.time()))
+
+    def baselines(self, task_key: str, device_name: str) -> dict[str, Baseline]:
+        """The latest baseline of each kind for a task on a device."""
+        rows = self._query("SELECT task_key, device_name, kind, median_ms, q1_ms, q3_ms FROM baselines "
+                           "WHERE task_key=? AND device_name=? ORDER BY id", (task_key, device_name))
+        return {r["kind"]: Baseline(**dict(r)) for r in rows}
+
+    def record_vetting(self, task_key: str, device: str, degenerate: bool, findings: list[dict[str, Any]]) -> None:
+        self._exec("INSERT INTO vettings (task_key, device, degenerate, findings_json, created_at) VALUES (?,?,?,?,?)",
+                   (task_key, device, int(degenerate), json.dumps(findings), time.time()))
+
+    def iter_tasks(self) -> Iterator[sqlite3.Row]:
+        yield from self._query("SELECT key, name, suite, level FROM tasks ORDER BY key")

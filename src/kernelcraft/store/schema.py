@@ -1,0 +1,76 @@
+"""Schema migrations, applied in order; `PRAGMA user_version` records how many ran."""
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE tasks (
+        key TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        suite TEXT NOT NULL DEFAULT '',
+        level INTEGER,
+        problem_id INTEGER,
+        path TEXT,
+        source_hash TEXT NOT NULL,
+        source TEXT NOT NULL,
+        meta_json TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE candidates (
+        id INTEGER PRIMARY KEY,
+        task_key TEXT NOT NULL REFERENCES tasks(key),
+        source_hash TEXT NOT NULL,
+        source TEXT NOT NULL,
+        origin TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        UNIQUE (task_key, source_hash)
+    );
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        args_json TEXT NOT NULL DEFAULT '{}',
+        started_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE TABLE verdicts (
+        id INTEGER PRIMARY KEY,
+        candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+        task_key TEXT NOT NULL,
+        run_id TEXT REFERENCES runs(id),
+        device TEXT NOT NULL,
+        device_name TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        speedup REAL,
+        effective_speedup REAL,
+        reference_ms REAL,
+        candidate_ms REAL,
+        coverage REAL,
+        flags TEXT NOT NULL DEFAULT '',
+        judge_version TEXT NOT NULL DEFAULT '',
+        torch_version TEXT NOT NULL DEFAULT '',
+        verdict_json TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX verdicts_task ON verdicts(task_key, device_name);
+    CREATE INDEX verdicts_run ON verdicts(run_id);
+    CREATE TABLE baselines (
+        id INTEGER PRIMARY KEY,
+        task_key TEXT NOT NULL,
+        device TEXT NOT NULL,
+        device_name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        median_ms REAL NOT NULL,
+        q1_ms REAL NOT NULL,
+        q3_ms REAL NOT NULL,
+        torch_version TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX baselines_task ON baselines(task_key, device_name, kind);
+    CREATE TABLE vettings (
+        id INTEGER PRIMARY KEY,
+        task_key TEXT NOT NULL,
+        device TEXT NOT NULL,
+        degenerate INTEGER NOT NULL,
+        findings_json TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+]

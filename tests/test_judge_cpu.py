@@ -1,0 +1,136 @@
+"""The judge end to end on CPU: honest candidates pass with a speedup, broken ones get the status
+that says what broke. (Exploits are in tests/redteam.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.judge import STAGES, Judge, Status, TaskRunError
+from kernelcraft.tasks import resolve_task, task_from_source
+
+from .conftest import CANDIDATES, FAST
+
+TRITON = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def leaky_clamp_kernel(x_ptr, o_ptr, n, slope, low, high, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.where(x > 0, x, x * SLOPE_EXPR)
+    y = tl.minimum(tl.maximum(y, low), high)
+    tl.store(o_ptr + offs, y, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, slope, low, high):
+        super().__init__()
+        INIT_EXTRA
+        self.slope, self.low, self.high = slope, low, high
+
+    def forward(self, x):
+        FORWARD_EXTRA
+        out = torch.empty_like(x)
+        n = x.numel()
+        leaky_clamp_kernel[(triton.cdiv(n, 4096),)](x, out, n, self.slope, self.low, self.high, BLOCK=4096)
+        return out
+'''
+
+
+def triton_candidate(slope: str = "slope", init: str = "pass", forward: str = "pass") -> str:
+    return TRITON.replace("SLOPE_EXPR", slope).replace("INIT_EXTRA", init).replace("FORWARD_EXTRA", forward)
+
+
+@pytest.fixture(scope="module")
+def small_task():
+    return resolve_task("leaky_relu_clamp").with_sizes("cpu", {"N": 65536})
+
+
+def test_honest_cpp_candidate_is_correct_and_timed(cpu_judge: Judge) -> None:
+    task = resolve_task("leaky_relu_clamp")
+    v = cpu_judge.evaluate(task, (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    assert [s.name for s in v.stages] == list(STAGES)
+    assert v.speedup is not None and v.speedup > 0
+    assert v.speedup_band[0] <= v.speedup <= v.speedup_band[1]
+    assert v.coverage is not None and v.coverage > 0.5
+    assert v.errors["max_abs"] <= 1e-4
+    assert v.stage("timing").details["spot_checks"] >= 1
+    assert v.trusted_reference is not None and v.env["torch"]
+    audit = v.stage("audit").details
+    assert audit["bytes"] == 2 * 4 * 4194304 and audit["bytes_floor_ms"] > 0
+
+
+def test_honest_triton_candidate_is_correct_but_slower(cpu_judge: Judge, small_task) -> None:
+    v = cpu_judge.evaluate(small_task, triton_candidate())
+    assert v.status is Status.CORRECT, v.message
+    assert v.speedup < 1.0  # Triton's interpreter is no match for eager PyTorch
+    assert v.stage("load").details["kernel_names"] == ["leaky_clamp_kernel"]
+
+
+def test_wrong_kernel_is_incorrect_with_the_worst_mismatch(cpu_judge: Judge, small_task) -> None:
+    v = cpu_judge.evaluate(small_task, triton_candidate(slope="0.2"))
+    assert v.status is Status.INCORRECT
+    assert "seed 1/5" in v.message and "worst at index" in v.message
+    assert v.stage("correctness").details["bad"] > 0
+
+
+def test_exception_in_constructor_is_load_failed_with_line(cpu_judge: Judge, small_task) -> None:
+    v = cpu_judge.evaluate(small_task, triton_candidate(init="raise ValueError('bad init')"))
+    assert v.status is Status.LOAD_FAILED
+    assert "candidate.py:" in v.message and "bad init" in v.message
+
+
+def test_exception_in_forward_is_runtime_error(cpu_judge: Judge, small_task) -> None:
+    v = cpu_judge.evaluate(small_task, triton_candidate(forward="x = x.view(-1, 7, 3)"))
+    assert v.status is Status.RUNTIME_ERROR
+    assert "candidate.py:" in v.message
+
+
+def test_compiler_errors_are_build_failed_and_trimmed(cpu_judge: Judge, small_task) -> None:
+    src = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name="broken", cpp_sources=["torch::Tensor f(torch::Tensor x) { return x +; }"], functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+    v = cpu_judge.evaluate(small_task, src)
+    assert v.status is Status.BUILD_FAILED
+    assert "error" in v.message and len(v.message.splitlines()) <= 25
+
+
+def test_syntax_error_is_static_rejected_with_line(cpu_judge: Judge, small_task) -> None:
+    v = cpu_judge.evaluate(small_task, "import torch\nclass ModelNew(torch.nn.Module):\n    def f(self:\n")
+    assert v.status is Status.STATIC_REJECTED and "line 3" in v.message
+    assert [s.name for s in v.stages] == ["static"]
+
+
+def test_a_task_that_fails_to_import_names_its_line(cpu_judge: Judge) -> None:
+    bad = task_from_source("import torch\nclass Model(torch.nn.Module):\n    pass\nx = 1 / 0\n"
+                           "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n", "bad_task")
+    with pytest.raises(TaskRunError, match=r"task.py:4: ZeroDivisionError"):
+        cpu_judge.evaluate(bad, triton_candidate())
+
+
+def test_timeouts_kill_the_worker(cpu_judge: Judge, small_task) -> None:
+    cfg = FAST.with_overrides({"timeouts": {"correctness": 3}})
+    v = cpu_judge.evaluate(small_task, triton_candidate(forward="while True:\n            pass"), config=cfg)
+    assert v.status is Status.TIMEOUT and "correctness" in v.message
+
+
+def test_speedup_inside_noise_is_reported_as_none(cpu_judge: Judge, small_task) -> None:
+    v = cpu_judge.evaluate(small_task, triton_candidate())
+    assert v.effective_speedup == (v.speedup if v.significant else 1.0)

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kernelcraft.judge import Flag, Status, TimingStats, Verdict
+from kernelcraft.store import Store
+from kernelcraft.tasks import resolve_task
+
+
+def _verdict(task_key: str, speedup: float) -> Verdict:
+    return Verdict(status=Status.CORRECT, task=task_key, device="cpu", message="ok", speedup=speedup, significant=True,
+                   reference=TimingStats.of([2.0, 2.1]), candidate=TimingStats.of([1.0, 1.1]), candidate_hash="h",
+                   flags=[Flag("low_coverage", "x")], env={"device_name": "cpu0", "torch": "2.13"})
+
+
+def test_verdicts_round_trip_with_every_field(tmp_path: Path) -> None:
+    task = resolve_task("softmax_rows")
+    with Store(tmp_path) as store:
+        assert store.schema_version >= 1
+        vid = store.record_verdict(task, "source", _verdict(task.key, 2.0), origin="file.py")
+        v = store.verdict(vid)
+        (row,) = store.verdicts(task_key=task.key)
+    assert v.status is Status.CORRECT and v.speedup == 2.0 and v.flags[0].code == "low_coverage"
+    assert v.reference.median_ms == TimingStats.of([2.0, 2.1]).median_ms
+    assert row.device_name == "cpu0" and row.flags == "low_coverage"
+    assert (tmp_path / "kernelcraft.db-wal").exists() or (tmp_path / "kernelcraft.db").exists()
+
+
+def test_reopening_does_not_rerun_migrations(tmp_path: Path) -> None:
+    task = resolve_task("softmax_rows")
+    with Store(tmp_path) as s:
+        s.record_verdict(task, "src", _verdict(task.key, 1.5))
+    with Store(tmp_path) as s:
+        assert len(s.verdicts()) == 1
+
+
+def test_nothing_recorded_is_lost_when_the_process_is_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_store import _verdict
+        from kernelcraft.store import Store
+        from kernelcraft.tasks import resolve_task
+        task = resolve_task("softmax_rows")
+        store = Store(__import__("pathlib").Path({str(tmp_path)!r}))
+        run = store.start_run("test", {{}})
+        for i in range(10000):
+            store.record_verdict(task, f"src{{i}}", _verdict(task.key, 1.0 + i), run_id=run)
+            print(i, flush=True)
+            time.sleep(0.01)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    seen = -1
+    for line in proc.stdout:
+        seen = int(line)
+        if seen >= 20:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Store(tmp_path) as store:
+        rows = store.verdicts()
+        assert len(rows) >= seen + 1
+        assert store._query("PRAGMA integrity_check")[0][0] == "ok"
