@@ -160,7 +160,7 @@ def _record_baselines(judge: Judge, store: Store, t: Task, env: dict[str, Any], 
     try:
         stats = judge.baseline(t, compiled=compiled)
     except TaskRunError as e:
-        err.print(f"warning: {t.key}: baseline failed: {e}", highlight=False)
+        print(f"warning: {t.key}: baseline failed: {e}", file=sys.stderr)
         if not compiled:
             return {}
         stats = judge.baseline(t, compiled=False)
@@ -284,14 +284,15 @@ def main() -> None:
     """Entry point: every user mistake is one line on stderr and a non-zero exit, never a traceback."""
     debug = bool(os.environ.get("KERNELCRAFT_DEBUG"))
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # click returns a command's typer.Exit code here
+        sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (TaskError, TaskRunError, DeviceUnavailable, UsageError) as e:
-        err.print(f"error: {e}", highlight=False, markup=False)
+        print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        err.print("interrupted: every verdict finished so far is in the store", highlight=False)
+        print("interrupted: every verdict finished so far is in the store", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - last resort: one line, the traceback only on request
         import click
@@ -302,7 +303,7 @@ def main() -> None:
             sys.exit(130)
         if debug:
             raise
-        err.print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", highlight=False, markup=False)
+        print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)
         sys.exit(1)
 
 

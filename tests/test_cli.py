@@ -1,0 +1,147 @@
+"""The command line as a user meets it: real subprocesses, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from .conftest import CANDIDATES, ROOT
+
+FAST_TOML = """
+[timing]
+warmup_ms = 5.0
+min_iters = 5
+max_iters = 40
+target_ms = 60.0
+"""
+
+
+def kc(*args: str, cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(cwd / "ws")}
+    env.pop("KERNELCRAFT_DEBUG", None)
+    if cache is not None:  # share the session's build cache: no C++ extension is built twice
+        (cwd / "ws").mkdir(exist_ok=True)
+        if not (cwd / "ws" / "cache").exists():
+            (cwd / "ws" / "cache").symlink_to(cache)
+    return subprocess.run([sys.executable, "-m", "kernelcraft.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def one_line_error(p: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr + p.stdout
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    return lines[0]
+
+
+def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
+    p = kc("tasks", "list", str(sample), "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert len(json.loads(p.stdout)) == 9
+    p = kc("tasks", "show", "softmax_rows", cwd=tmp_path)
+    assert p.returncode == 0 and "class Model" in p.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["tasks", "list", "/no/such/dir"], "no such file or directory"),
+    (["eval", "/no/such/task.py", "x.py", "--device", "cpu"], "no such task"),
+    (["eval", "softmax_rows", "/no/such/candidate.py", "--device", "cpu"], "no such candidate"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--set", "rows"], "expected NAME=VALUE"),
+    (["eval", "notask.py", "cand.py", "--device", "cpu"], "missing Model"),
+    (["eval-suite", "examples", "/no/such/solutions", "--device", "cpu"], "no such solutions directory"),
+    (["eval", "softmax_rows", "cand.py", "--device", "tpu"], "unknown device"),
+])
+def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
+    (tmp_path / "cand.py").write_text("import torch\n")
+    (tmp_path / "notask.py").write_text("import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    assert words in one_line_error(kc(*args, cwd=tmp_path))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_no_cuda_device(tmp_path: Path) -> None:
+    (tmp_path / "cand.py").write_text("import torch\n")
+    assert "no CUDA device" in one_line_error(kc("eval", "softmax_rows", "cand.py", "--device", "cuda", cwd=tmp_path))
+
+
+def test_task_that_fails_to_import_names_the_line(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("import torch\nclass Model(torch.nn.Module):\n    pass\nimport no_such_module\n"
+                                   "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    shutil.copy(CANDIDATES / "cpu" / "leaky_relu_clamp.py", tmp_path / "cand.py")
+    line = one_line_error(kc("eval", "t.py", "cand.py", "--device", "cpu", cwd=tmp_path))
+    assert "task.py:4" in line and "no_such_module" in line
+
+
+def test_candidate_syntax_error_is_static_rejected_with_the_line(tmp_path: Path) -> None:
+    (tmp_path / "cand.py").write_text("import torch\n\nclass ModelNew(torch.nn.Module:\n    pass\n")
+    p = kc("eval", "softmax_rows", "cand.py", "--device", "cpu", "--json", cwd=tmp_path)
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    v = json.loads(p.stdout)
+    assert v["status"] == "static_rejected" and "line 3" in v["message"]
+
+
+def test_eval_honest_candidate_is_correct_and_recorded(tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    cand = CANDIDATES / "cpu" / "leaky_relu_clamp.py"
+    p = kc("eval", "leaky_relu_clamp", str(cand), "--device", "cpu", "--config", "fast.toml", cwd=tmp_path, cache=cache_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "status: correct" in p.stdout and "speedup" in p.stdout and "recorded" in p.stdout
+    assert (tmp_path / "ws" / "kernelcraft.db").exists()
+
+
+def test_vet_flags_the_degenerate_softmax_of_the_sample(sample: Path, tmp_path: Path) -> None:
+    # The batch is shrunk for a CPU; the degeneracy (outputs ~1/393216) is in the row length, kept as is.
+    p = kc("tasks", "vet", str(sample / "level1" / "23_Softmax.py"), "--device", "cpu", "--set", "batch_size=4",
+           "--no-baseline", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads(p.stdout)
+    assert row["degenerate"] is True
+    assert {"zeros_pass", "input_independent"} <= {f["code"] for f in row["findings"] if f["distribution"] == "task"}
+
+
+def test_vet_passes_fair_tasks_and_records_baselines(tmp_path: Path) -> None:
+    p = kc("tasks", "vet", str(ROOT / "src" / "kernelcraft" / "tasks" / "examples" / "rms_norm.py"), "--device", "cpu",
+           "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads(p.stdout)
+    assert row["degenerate"] is False and row["findings"] == []
+    assert row["baseline_ms"]["eager"] > 0 and row["baseline_ms"]["compile"] > 0
+
+
+def test_vet_flags_nondeterministic_references(tmp_path: Path) -> None:
+    (tmp_path / "drop.py").write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return torch.nn.functional.dropout(x, 0.5, training=True)\n"
+        "def get_inputs():\n    return [torch.randn(64, 64)]\ndef get_init_inputs():\n    return []\n")
+    p = kc("tasks", "vet", "drop.py", "--device", "cpu", "--no-baseline", "--json", cwd=tmp_path)
+    (row,) = json.loads(p.stdout)
+    assert row["degenerate"] and "nondeterministic" in {f["code"] for f in row["findings"]}
+
+
+def test_eval_suite_reports_fast_p_per_level(tmp_path: Path, cache_dir: Path) -> None:
+    suite = tmp_path / "suite" / "level1"
+    suite.mkdir(parents=True)
+    examples = ROOT / "src" / "kernelcraft" / "tasks" / "examples"
+    shutil.copy(examples / "leaky_relu_clamp.py", suite / "1_leaky_relu_clamp.py")
+    shutil.copy(examples / "rms_norm.py", suite / "2_rms_norm.py")
+    sols = tmp_path / "solutions" / "level1"
+    sols.mkdir(parents=True)
+    shutil.copy(CANDIDATES / "cpu" / "leaky_relu_clamp.py", sols / "1_leaky_relu_clamp.py")
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    p = kc("eval-suite", "suite", "solutions", "--device", "cpu", "--workers", "2", "--config", "fast.toml", "--json",
+           cwd=tmp_path, cache=cache_dir)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    status = {r["task"]: r["status"] for r in out["results"]}
+    assert status == {"level1/1_leaky_relu_clamp": "correct", "level1/2_rms_norm": "missing"}
+    (summary,) = out["summary"]
+    assert summary["total"] == 2 and summary["correct"] == 1
+    p = kc("eval-suite", "suite", "solutions", "--device", "cpu", "--config", "fast.toml", cwd=tmp_path, cache=cache_dir)
+    assert "fast_1" in p.stdout and "level 1" in p.stdout
