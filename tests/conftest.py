@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 import torch
 
-from kernelcraft.judge import Judge, JudgeConfig
+from kernelcraft.judge import Job, Judge, JudgeConfig, LocalPool, Result
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT.parent / "shared" / "kernelbench-sample"
+# KERNELCRAFT_KB_SAMPLE: where a GPU machine that has no ../shared finds the sample.
+SAMPLE = Path(os.environ.get("KERNELCRAFT_KB_SAMPLE", ROOT.parent / "shared" / "kernelbench-sample"))
 CANDIDATES = ROOT / "examples" / "candidates"
 
 # Short timing: tests check verdicts, benchmarks check numbers.
@@ -42,8 +44,20 @@ def cpu_judge(cache_dir: Path) -> Judge:
 
 
 @pytest.fixture(scope="session")
-def gpu_judge(cache_dir: Path) -> Judge:
-    return Judge("cuda", cache_dir=cache_dir, config=FAST)
+def gpu_pool(cache_dir: Path) -> Iterator[LocalPool]:
+    """GPU tests evaluate their candidates together on a pool: builds run in parallel."""
+    with LocalPool("cuda", cache_dir=cache_dir, config=FAST, workers=8) as pool:
+        yield pool
+
+
+def evaluate_all(pool: LocalPool, jobs: list[Job]) -> dict[Any, Result]:
+    """Every job's result by tag, printed as it completes (visible with -s even if a run is cut short)."""
+    results = {}
+    for r in pool.map(jobs):
+        v = r.verdict
+        print(f"[gpu] {r.job.tag}: {v.status.value if v else 'task_error'}: {(v.message if v else r.error)[:300]}", flush=True)
+        results[r.job.tag] = r
+    return results
 
 
 @pytest.fixture(scope="session")

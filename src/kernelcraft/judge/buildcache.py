@@ -26,7 +26,7 @@ class BuildError(Exception):
     """Compilation of a candidate's extension failed; the message holds the first compiler errors."""
 
 
-_ERROR_RE = re.compile(r"error|Error|undefined reference|fatal")
+_ERROR_RE = re.compile(r"\berror\b|undefined reference|fatal")  # not torch's "Error building extension" header
 
 
 def trim_compiler_output(text: str, max_lines: int = 25) -> str:

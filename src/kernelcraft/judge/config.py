@@ -32,7 +32,7 @@ class TimingConfig:
     warmup_calls: int = 3
     min_iters: int = 20
     max_iters: int = 300
-    target_ms: float = 800.0  # total measured time per side aimed for
+    target_ms: float = 300.0  # total measured time per side aimed for
     input_sets: int = 3  # rotating input sets, generated outside the timed region
     fresh_inputs: bool = True  # roll every timed input so no two iterations see the same contents
     spot_checks: int = 3  # timed iterations whose outputs are compared with the reference's
@@ -51,6 +51,7 @@ class JudgeConfig:
     rtol: float | None = None
     allow_tf32: bool = False
     static_checks: bool = True  # off only to test the runtime defences behind them
+    second_shape: bool = True  # re-check at the task's "check" size, where it declares one (flag only)
     coverage_flag_below: float = 0.5
     coverage_reject_below: float = 0.0  # zero custom launches is always a reject
     floor_margin: float = 0.9  # faster than margin * bytes floor => hack_detected

@@ -34,6 +34,7 @@ class Guard:
         self.spaces = _watched_namespaces() + [(f"{c.__module__}.{c.__qualname__}", c) for c in extra_classes]
         self.snapshot = {name: dict(vars(ns)) for name, ns in self.spaces}
         self.flags = precision_flags()
+        self.modes = mode_stacks()
 
     def changed(self) -> list[str]:
         """Names whose binding changed since the snapshot (replaced, added or removed)."""
@@ -50,6 +51,8 @@ class Guard:
             for k, v in before.items():
                 if k in now and now[k] is not v and not _benign(k, v, now[k]):
                     out.append(f"{name}.{k} replaced")
+        if mode_stacks() != self.modes:
+            out.append(f"a torch function or dispatch mode was left active (stack depths {self.modes} -> {mode_stacks()})")
         if precision_flags() != self.flags:
             out.append(f"precision flags changed: {self.flags} -> {precision_flags()}")
         return out
@@ -62,6 +65,12 @@ def _benign(name: str, before: Any, after: Any) -> bool:
     # Lazily created submodules and caches that torch itself fills in on first use.
     return isinstance(before, types.ModuleType) and isinstance(after, types.ModuleType) and before.__name__ == after.__name__ \
         or name.startswith("_") and not callable(before)
+
+
+def mode_stacks() -> tuple[int, int]:
+    """Depths of the TorchFunctionMode and TorchDispatchMode stacks: a mode left active intercepts
+    every later torch call, the reference's included, without replacing any function."""
+    return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
 
 
 def precision_flags() -> tuple:

@@ -23,6 +23,7 @@ class Job:
     task: Task
     source: str
     tag: Any = None  # caller's handle: a file name, a candidate id
+    config: JudgeConfig | None = None  # overrides the pool's configuration for this job
 
 
 @dataclass
@@ -57,7 +58,7 @@ class LocalPool:
     @staticmethod
     def _run(judge: Judge, job: Job) -> Result:
         try:
-            return Result(job, judge.evaluate(job.task, job.source))
+            return Result(job, judge.evaluate(job.task, job.source, config=job.config))
         except TaskRunError as e:
             return Result(job, None, str(e))
 

@@ -32,7 +32,7 @@ BANNED_CALLS = {
     "torch.backends.cuda.matmul.allow_tf32": "the judge pins TF32",
 }
 BANNED_PREFIXES = ("torch.futures", "torch.multiprocessing", "torch.distributed", "torch._dynamo",
-                   "torch._inductor", "torch.utils.data")
+                   "torch._inductor", "torch.utils.data", "torch.library", "torch._C", "torch.overrides")
 STREAM_CALLS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream",
                 "torch.cuda.set_stream", "torch.Stream")
 NATIVE_BANS = [
@@ -41,7 +41,8 @@ NATIVE_BANS = [
     (re.compile(r"#pragma\s+omp|at::parallel_for|std::execution"), "parallel host threads"),
 ]
 NATIVE_FLAGS = [re.compile(r"cudaStreamCreate|getStreamFromPool|cudaStreamNonBlocking")]
-KERNEL_NAME_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:void|auto)\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)")
+KERNEL_NAME_RE = re.compile(
+    r"__global__\s+(?:(?:static|inline|__launch_bounds__\s*\([^)]*\))\s+)*void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)")
 
 
 @dataclass

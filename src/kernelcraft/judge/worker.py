@@ -232,6 +232,8 @@ class Worker:
         except Exception as e:  # noqa: BLE001
             raise Rejection("load_failed", user_traceback(e, (CANDIDATE_FILE,)), build_s=recorder.seconds) from None
         import_s = time.perf_counter() - t0
+        self.candidate_module = module
+        self.task_source = cmd["task_source"]
         self.check_guard("importing the candidate")
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise Rejection("load_failed", "the candidate defines no class ModelNew")
@@ -298,8 +300,35 @@ class Worker:
             del out, xs, before
         return {"ok": True, "outputs": results, "native_thread_growth": native_threads() - native0}
 
+    def op_second_shape(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The candidate at another size of the task, against the reference in this process:
+        a kernel specialised to the one shape it was shown shows here (a flag, not a reject)."""
+        try:
+            alt = runtime.exec_module(self.task_source, TASK_FILE, "kernelcraft_task_check", cmd["sizes"])
+            init = runtime.make_init_inputs(alt)
+            ref = runtime.build_model(alt.Model, init, self.init_seed, self.device, self.dtype)
+            new = runtime.build_model(self.candidate_module.ModelNew, init, self.init_seed, self.device, self.dtype)
+            runtime.copy_matching_weights(ref, new)
+            xs = runtime.make_inputs(alt, cmd["seed"], self.device, self.dtype)
+        except Exception as e:  # noqa: BLE001 - a task that cannot take its own check size is reported
+            return {"ok": True, "match": None, "message": "the check size could not be built: " + user_traceback(e, (TASK_FILE, CANDIDATE_FILE))}
+        self.threads.arm()
+        try:
+            with torch.no_grad():
+                got = flatten_outputs(new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in xs]))
+                self.sync()
+        except Exception as e:  # noqa: BLE001
+            return {"ok": True, "match": False, "message": "fails at another size: " + user_traceback(e, (CANDIDATE_FILE,))}
+        self.check_threads("the second-shape call")
+        self.check_guard("the second-shape call")
+        with torch.no_grad():
+            expected = flatten_outputs(ref(*xs))
+        m = compare_outputs(got, expected, self.atol, self.rtol)
+        return {"ok": True, "match": m.ok, "message": "" if m.ok else m.describe()}
+
     def op_profile(self, cmd: dict[str, Any]) -> dict[str, Any]:
         xs = self.inputs(cmd["seed"])
+        self.counter.kernel_names.update(cmd.get("kernel_names", []))  # __global__ names from the source
         self.threads.arm()
         with torch.no_grad():
             result = profile_call(self.model, xs, self.counter, self.device)
