@@ -66,7 +66,8 @@ def main() -> None:
         lines.append({"job": r.job.tag, "status": v.status.value if v else "task_error", "message": (v.message if v else r.error)[:200],
                       "speedup": v.speedup if v else None, "device_name": v.env.get("device_name") if v else None,
                       "stages": {s.name: s.seconds for s in v.stages} if v else {},
-                      "spawn_s": (v.stage("load").details.get("spawn_s") if v and v.stage("load") else None)})
+                      "spawn_s": (v.stage("load").details.get("spawn_s") if v and v.stage("load") else None),
+                      "lock_wait_s": (v.stage("timing").details.get("lock_wait_s") if v and v.stage("timing") else None)})
     (args.out / "throughput.json").write_text(json.dumps({"pool_s": pool_s, "naive_s": naive_s, "workers": args.workers,
                                                           "results": lines, "naive": naive}, indent=1))
     n = len(jobs)
@@ -79,6 +80,9 @@ def main() -> None:
         print(f"{x['job'][:60]:60s} {x['status']:14s} {sp:>8s} {ns:>8s}")
     per_stage = {s: statistics.mean(x["stages"].get(s, 0.0) for x in lines) for s in STAGES}
     spawns = sorted(x["spawn_s"] for x in lines if x["spawn_s"] is not None)
+    waits = [x["lock_wait_s"] for x in lines if x["lock_wait_s"] is not None]
+    if waits:
+        print(f"waiting for the device lock before timing: mean {statistics.mean(waits):.2f} s, max {max(waits):.2f} s")
     print("\nmean seconds per candidate and stage: " + ", ".join(f"{s} {t:.2f}" for s, t in per_stage.items()))
     if spawns:
         print(f"isolation overhead (worker start, torch+CUDA init, task setup): median {statistics.median(spawns):.2f} s, max {spawns[-1]:.2f} s")

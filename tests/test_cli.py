@@ -145,3 +145,56 @@ def test_eval_suite_reports_fast_p_per_level(tmp_path: Path, cache_dir: Path) ->
     assert summary["total"] == 2 and summary["correct"] == 1
     p = kc("eval-suite", "suite", "solutions", "--device", "cpu", "--config", "fast.toml", cwd=tmp_path, cache=cache_dir)
     assert "fast_1" in p.stdout and "level 1" in p.stdout
+
+
+def _workers_under(path: Path) -> list[int]:
+    """Live judge workers whose scratch directory lies under `path`."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"kernelcraft.judge.worker" in (proc / "cmdline").read_bytes() and str(path).encode() in (proc / "environ").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Path) -> None:
+    import signal
+    import sqlite3
+    import time
+
+    red = ROOT / "tests" / "redteam"
+    (tmp_path / "suite" / "level1").mkdir(parents=True)
+    (tmp_path / "solutions" / "level1").mkdir(parents=True)
+    for i, (task, cand) in enumerate([("relu.py", "honest_relu_triton.py"), ("scale_add.py", "honest_scale_add_triton.py"),
+                                      ("relu.py", "honest_relu_triton.py"), ("scale_add.py", "honest_scale_add_triton.py")], 1):
+        shutil.copy(red / "tasks" / task, tmp_path / "suite" / "level1" / f"{i}_{task}")
+        shutil.copy(red / "candidates" / cand, tmp_path / "solutions" / "level1" / f"{i}_{task}")
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws")}
+    proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval-suite", "suite", "solutions", "--device", "cpu",
+                             "--workers", "1", "--config", "fast.toml"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = tmp_path / "ws" / "kernelcraft.db"
+    deadline = time.monotonic() + 300
+    count = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists():
+            with sqlite3.connect(db) as c:
+                count = c.execute("SELECT count(*) FROM verdicts").fetchone()[0]
+            if count >= 1:
+                break
+        time.sleep(0.5)
+    assert count >= 1 and proc.poll() is None, "the suite finished or stalled before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM verdicts").fetchone()[0] >= count
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    time.sleep(1)
+    assert _workers_under(tmp_path) == []

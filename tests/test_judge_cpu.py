@@ -3,8 +3,6 @@ that says what broke. (Exploits are in tests/redteam.)"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kernelcraft.judge import STAGES, Judge, Status, TaskRunError

@@ -1,5 +1,4 @@
 # CUDA ReLU for KernelBench level1/19: float4 loads and stores, grid-stride loop.
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -280,11 +280,18 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     out.print(summary_table(summaries))
 
 
+def _interrupted() -> None:
+    print("interrupted: every verdict finished so far is in the store", file=sys.stderr)
+    sys.exit(130)
+
+
 def main() -> None:
     """Entry point: every user mistake is one line on stderr and a non-zero exit, never a traceback."""
     debug = bool(os.environ.get("KERNELCRAFT_DEBUG"))
     try:
         rc = app(standalone_mode=False)  # click returns a command's typer.Exit code here
+        if rc == 130:  # typer turns Ctrl-C into Exit(130)
+            _interrupted()
         sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -292,15 +299,14 @@ def main() -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        print("interrupted: every verdict finished so far is in the store", file=sys.stderr)
-        sys.exit(130)
+        _interrupted()
     except Exception as e:  # noqa: BLE001 - last resort: one line, the traceback only on request
         import click
         if isinstance(e, click.ClickException):
             e.show()
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
+        if isinstance(e, click.exceptions.Abort):  # click's form of Ctrl-C
+            _interrupted()
         if debug:
             raise
         print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)

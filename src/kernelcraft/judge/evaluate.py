@@ -234,16 +234,13 @@ class Judge:
                        v: Verdict, static_names: set[str]) -> StageResult:
         """Build, load, correctness, coverage and timing; returns the audit stage begun by coverage."""
         t0 = time.perf_counter()
-        v.stages.append(StageResult("spawn", False))
         try:
             a = self._setup(w, "candidate", task, cfg)
         except WorkerDied as e:
             raise _Failed(Status.RUNTIME_ERROR, f"worker failed to start: {e}: {w.log_tail(600)}") from None
-        v.stages[-1] = StageResult("spawn", a["ok"], time.perf_counter() - t0, a.get("message", ""))
         if not a["ok"]:
             raise _Failed(Status.RUNTIME_ERROR, a["message"])
-        v.stages.pop()  # worker start-up is overhead, recorded under load below
-        spawn_s = time.perf_counter() - t0
+        spawn_s = time.perf_counter() - t0  # worker start-up is isolation overhead, recorded with load
 
         timeouts = cfg.timeouts
         t1 = time.perf_counter()
@@ -331,7 +328,9 @@ class Judge:
             v.flags.append(Flag("low_coverage", f"only {v.coverage:.0%} of the time is spent in the candidate's own kernels"))
         # timing: ABAB against the reference in the candidate's process, device lock held
         cmd = {"op": "time", "seeds": self.timing_seeds}
+        waited = time.perf_counter()
         with device_lock(self.cache_dir, self.device, self.device_index):
+            waited = time.perf_counter() - waited
             a = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
             ref_t, cand_t = TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
             first = ref_t.median_ms / cand_t.median_ms
@@ -349,7 +348,7 @@ class Judge:
         v.speedup_band = (v.speedup * (1 - noise), v.speedup * (1 + noise))
         v.significant = abs(v.speedup - 1.0) > noise
         timing_stage = v.stages[-1]
-        timing_stage.details = {"iterations": len(a["samples"]["candidate"]), "spot_checks": a["spot_checks"],
+        timing_stage.details = {"iterations": len(a["samples"]["candidate"]), "spot_checks": a["spot_checks"], "lock_wait_s": waited,
                                 "noise": noise, "clocks": a["clocks"], "remeasured": remeasured}
         v.env["clocks"] = a["clocks"]
         return audit

@@ -15,6 +15,7 @@ from ..tasks import Task
 from .config import JudgeConfig
 from .evaluate import Judge
 from .reference import TaskRunError
+from .sandbox import kill_all_workers
 from .verdict import Verdict
 
 
@@ -49,7 +50,10 @@ class LocalPool:
     def __enter__(self) -> "LocalPool":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:  # interrupted: stop the evaluations in flight, not wait for them
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            kill_all_workers()
         self.close()
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ a nonce the candidate never sees, so nothing the candidate prints can pose as th
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,22 @@ import kernelcraft
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+_LIVE: set["WorkerProcess"] = set()  # workers not yet closed, so an interrupted run can kill them all
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all_workers() -> None:
+    """Kill every live worker's process group (workers run in their own sessions, so a Ctrl-C
+    in the terminal does not reach them)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for w in live:
+        w.kill()
+
+
+atexit.register(kill_all_workers)
 
 
 class WorkerTimeout(Exception):
@@ -82,6 +100,8 @@ class WorkerProcess:
         os.close(write_fd)
         self._fd = read_fd
         self._buf = b""
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     def __enter__(self) -> "WorkerProcess":
         return self
@@ -158,3 +178,5 @@ class WorkerProcess:
         except OSError:
             pass
         shutil.rmtree(self.scratch, ignore_errors=True)
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
