@@ -177,7 +177,9 @@ def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Pa
     env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws")}
     proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval-suite", "suite", "solutions", "--device", "cpu",
                              "--workers", "1", "--config", "fast.toml"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a background job of a non-interactive shell inherits SIGINT ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     db = tmp_path / "ws" / "kernelcraft.db"
     deadline = time.monotonic() + 300
     count = 0
