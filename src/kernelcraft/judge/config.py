@@ -5,7 +5,7 @@ The worker process receives this as JSON, so it stays a plain dataclass (no pyda
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # Per-dtype tolerance (atol = rtol), as KernelBench uses today.
@@ -94,4 +94,4 @@ class JudgeConfig:
         return JudgeConfig.from_dict(d)
 
 
-__all__ = ["DEFAULT_TOLERANCE", "JudgeConfig", "TimingConfig", "Timeouts", "replace"]
+__all__ = ["DEFAULT_TOLERANCE", "JudgeConfig", "TimingConfig", "Timeouts"]

@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..judge import Verdict
 from ..judge.verdict import TimingStats
@@ -33,9 +33,6 @@ class VerdictRow:
     effective_speedup: float | None
     flags: str
     created_at: float
-
-    def verdict(self, store: "Store") -> Verdict:
-        return store.verdict(self.id)
 
 
 @dataclass(frozen=True)
@@ -108,9 +105,6 @@ class Store:
                    (task_key, source_hash, source, origin, time.time()))
         return self._query("SELECT id FROM candidates WHERE task_key=? AND source_hash=?", (task_key, source_hash))[0][0]
 
-    def candidate_source(self, candidate_id: int) -> str:
-        return self._query("SELECT source FROM candidates WHERE id=?", (candidate_id,))[0][0]
-
     # -- runs ----------------------------------------------------------------------------------
     def start_run(self, kind: str, args: dict[str, Any]) -> str:
         run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
@@ -171,6 +165,3 @@ class Store:
     def record_vetting(self, task_key: str, device: str, degenerate: bool, findings: list[dict[str, Any]]) -> None:
         self._exec("INSERT INTO vettings (task_key, device, degenerate, findings_json, created_at) VALUES (?,?,?,?,?)",
                    (task_key, device, int(degenerate), json.dumps(findings), time.time()))
-
-    def iter_tasks(self) -> Iterator[sqlite3.Row]:
-        yield from self._query("SELECT key, name, suite, level FROM tasks ORDER BY key")
