@@ -81,6 +81,11 @@ def _task(spec: str, device: str, sets: list[str]) -> Task:
     return resolve_task(spec).with_sizes(device, _parse_sets(sets))
 
 
+def _suite(path: str, device: str, sets: list[str]) -> list[Task]:
+    sizes = _parse_sets(sets)
+    return [t.with_sizes(device, sizes) for t in load_suite(path)]
+
+
 def _print_verdict(v: Verdict) -> None:
     out.print(verdict_table(v))
     for line in verdict_lines(v):
@@ -127,7 +132,7 @@ def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a 
               as_json: bool = JsonOpt) -> None:
     """Flag degenerate tasks (constant, zero or input-independent outputs, nondeterminism, failures)
     and record eager / torch.compile baseline times in the store."""
-    tasks = [t.with_sizes(device, _parse_sets(sets)) for t in load_suite(path)]
+    tasks = _suite(path, device, sets)
     results = []
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir)
@@ -175,7 +180,7 @@ def baseline_cmd(suite: str = typer.Argument(..., help="A task file, a directory
                  device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt,
                  compiled: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile.")) -> None:
     """Record eager and torch.compile times of each task's reference on this device."""
-    tasks = [t.with_sizes(device, _parse_sets(sets)) for t in load_suite(suite)]
+    tasks = _suite(suite, device, sets)
     table = Table(title="baselines (ms, median)", title_justify="left")
     for col in ("task", "eager", "compile"):
         table.add_column(col, justify="right" if col != "task" else "left")
@@ -231,7 +236,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate."""
     if not solutions.is_dir():
         raise UsageError(f"{solutions}: no such solutions directory")
-    tasks = [t.with_sizes(device, _parse_sets(sets)) for t in load_suite(suite)]
+    tasks = _suite(suite, device, sets)
     cfg = _config(config, seeds, atol, rtol)
     jobs, missing = [], []
     for t in tasks:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -70,6 +70,17 @@ def fresh_inputs(base: list[Any], rng: random.Random, roll: bool) -> list[Any]:
 AfterCall = Callable[[str, int, Any, list[Any]], None]
 
 
+def _round(sides: list[tuple[str, Callable[..., Any]]], base: list[Any], clock: Clock, cfg: TimingConfig,
+           rng: random.Random) -> Iterator[tuple[str, float, Any, list[Any]]]:
+    """One ABAB round: fresh inputs, each side its own copy (made before any side runs), each timed."""
+    live = fresh_inputs(base, rng, cfg.fresh_inputs)
+    copies = [live] + [clone_inputs(live) for _ in sides[1:]]
+    for (name, fn), args in zip(sides, copies):
+        ms, out = clock.time_call(fn, args)
+        yield name, ms, out, args
+        del out  # released before the next side runs, as the caller releases its own reference
+
+
 def run_interleaved(
     sides: list[tuple[str, Callable[..., Any]]],
     input_sets: list[list[Any]],
@@ -84,10 +95,7 @@ def run_interleaved(
     warm = {name: 0.0 for name, _ in sides}
     calls = 0
     while calls < cfg.warmup_calls or min(warm.values()) < cfg.warmup_ms:
-        live = fresh_inputs(input_sets[calls % r], rng, cfg.fresh_inputs)
-        copies = [live] + [clone_inputs(live) for _ in sides[1:]]
-        for (name, fn), args in zip(sides, copies):
-            ms, out = clock.time_call(fn, args)
+        for name, ms, out, args in _round(sides, input_sets[calls % r], clock, cfg, rng):
             warm[name] += ms
             after_call(name, -1, out, args)
             del out
@@ -99,10 +107,7 @@ def run_interleaved(
     spots = sorted({1 + (iters - 1) * k // max(cfg.spot_checks - 1, 1) for k in range(cfg.spot_checks)}) if cfg.spot_checks else []
     samples: dict[str, list[float]] = {name: [] for name, _ in sides}
     for i in range(iters + 1):
-        live = fresh_inputs(input_sets[i % r], rng, cfg.fresh_inputs)
-        copies = [live] + [clone_inputs(live) for _ in sides[1:]]
-        for (name, fn), args in zip(sides, copies):
-            ms, out = clock.time_call(fn, args)
+        for name, ms, out, args in _round(sides, input_sets[i % r], clock, cfg, rng):
             if i > 0:  # the first timed sample is discarded
                 samples[name].append(ms)
             after_call(name, i if i in spots else 0, out, args)
