@@ -60,6 +60,7 @@ def main() -> None:
 
     order = {j.label: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.job.tag])  # the pool returns them as they finish
+    t_start = min(r.started for r in results)
     lines = []
     for r in results:
         v = r.verdict
@@ -67,7 +68,9 @@ def main() -> None:
                       "speedup": v.speedup if v else None, "device_name": v.env.get("device_name") if v else None,
                       "stages": {s.name: s.seconds for s in v.stages} if v else {},
                       "spawn_s": (v.stage("load").details.get("spawn_s") if v and v.stage("load") else None),
-                      "lock_wait_s": (v.stage("timing").details.get("lock_wait_s") if v and v.stage("timing") else None)})
+                      "lock_wait_s": (v.stage("timing").details.get("lock_wait_s") if v and v.stage("timing") else None),
+                      "timing_phases_s": (v.stage("timing").details.get("phases_s") if v and v.stage("timing") else None),
+                      "started_s": r.started - t_start, "finished_s": r.finished - t_start})
     (args.out / "throughput.json").write_text(json.dumps({"pool_s": pool_s, "naive_s": naive_s, "workers": args.workers,
                                                           "results": lines, "naive": naive}, indent=1))
     n = len(jobs)

@@ -3,6 +3,9 @@ that says what broke. (Exploits are in tests/redteam.)"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from kernelcraft.judge import STAGES, Judge, Status, TaskRunError
@@ -64,6 +67,22 @@ def test_honest_cpp_candidate_is_correct_and_timed(cpu_judge: Judge) -> None:
     assert v.trusted_reference is not None and v.env["torch"]
     audit = v.stage("audit").details
     assert audit["bytes"] == 2 * 4 * 4194304 and audit["bytes_floor_ms"] > 0
+
+
+def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> None:
+    """A ceiling measured low once (a noisy neighbour) must not turn an honest kernel into a hack."""
+    Judge("cpu", cache_dir=cache_dir, config=FAST).ceilings()
+    path = cache_dir / "ceilings.json"
+    saved = path.read_text()
+    low = {k: {**c, "bandwidth_bytes_per_s": 1e6} for k, c in json.loads(saved).items()}  # 1 MB/s: nothing is that slow
+    path.write_text(json.dumps(low))
+    try:
+        v = Judge("cpu", cache_dir=cache_dir, config=FAST).evaluate(
+            resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+        assert v.status is Status.CORRECT, v.message
+        assert v.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] > 1e6
+    finally:
+        path.write_text(saved)
 
 
 def test_honest_triton_candidate_is_correct_but_slower(cpu_judge: Judge, small_task) -> None:

@@ -1,5 +1,5 @@
-"""Full-tensor comparison of outputs. Used by the parent (trusted outputs) and, for timing spot
-checks, inside the worker; imports only torch."""
+"""Full-tensor comparison of outputs. Used by the parent (trusted outputs, on the judge's device)
+and, for timing spot checks, inside the worker; imports only torch."""
 
 from __future__ import annotations
 
@@ -36,16 +36,19 @@ class Mismatch:
                 f"rel L2 {self.rel_l2:.3g})")
 
 
-def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> Mismatch:
-    """Compare every element: |got - expected| <= atol + rtol * |expected|, NaN only where expected is NaN."""
+def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,
+                    device: torch.device | None = None) -> Mismatch:
+    """Compare every element: |got - expected| <= atol + rtol * |expected|, NaN only where expected is NaN.
+
+    The work runs on `device` (default: where `expected` is), one chunk at a time, so multi-GB
+    outputs held in host memory are compared at the GPU's speed without a full device copy."""
     if got.shape != expected.shape:
         return Mismatch(False, reason=f"shape {tuple(got.shape)} != expected {tuple(expected.shape)}")
     if got.dtype != expected.dtype:
         return Mismatch(False, reason=f"dtype {got.dtype} != expected {expected.dtype}")
     g = got.detach().reshape(-1)
     e = expected.detach().reshape(-1)
-    if g.device != e.device:
-        g = g.to(e.device)
+    device = device or e.device
     total = e.numel()
     res = Mismatch(True, total=total)
     worst_excess = -float("inf")
@@ -55,8 +58,8 @@ def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
     # sums of squares accumulate in float64.
     work = torch.float64 if expected.dtype == torch.float64 else torch.float32
     for start in range(0, total, _CHUNK):
-        gc = g[start:start + _CHUNK].to(work)
-        ec = e[start:start + _CHUNK].to(work)
+        gc = g[start:start + _CHUNK].to(device, work)
+        ec = e[start:start + _CHUNK].to(device, work)
         diff = (gc - ec).abs()
         nan_g, nan_e = torch.isnan(gc), torch.isnan(ec)
         both_nan = nan_g & nan_e
@@ -99,7 +102,8 @@ def flatten_outputs(out: Any) -> list[Any]:
     return [out]
 
 
-def compare_outputs(got: list[Any], expected: list[Any], atol: float, rtol: float) -> Mismatch:
+def compare_outputs(got: list[Any], expected: list[Any], atol: float, rtol: float,
+                    device: torch.device | None = None) -> Mismatch:
     """Compare two flattened forward results; the worst per-output result is returned."""
     if len(got) != len(expected):
         return Mismatch(False, reason=f"returned {len(got)} outputs, expected {len(expected)}")
@@ -111,7 +115,7 @@ def compare_outputs(got: list[Any], expected: list[Any], atol: float, rtol: floa
             continue
         if type(g) is not torch.Tensor:
             return Mismatch(False, reason=f"output {i} is {type(g).__name__}, expected a torch.Tensor")
-        m = compare_tensors(g, e, atol, rtol)
+        m = compare_tensors(g, e, atol, rtol, device)
         if not m.ok:
             if len(expected) > 1:
                 m.reason = f"output {i}: {m.describe()}"

@@ -33,6 +33,9 @@ class TimingConfig:
     min_iters: int = 20
     max_iters: int = 300
     target_ms: float = 300.0  # total measured time per side aimed for
+    # The trusted time (the reference alone, for the slowed-reference audit) needs to be good to
+    # a few percent, not to the candidate's precision; it is taken for every task, under the lock.
+    trusted_target_ms: float = 100.0
     input_sets: int = 3  # rotating input sets, generated outside the timed region
     fresh_inputs: bool = True  # roll every timed input so no two iterations see the same contents
     spot_checks: int = 3  # timed iterations whose outputs are compared with the reference's

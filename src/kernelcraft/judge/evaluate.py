@@ -9,12 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import secrets
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -36,6 +39,15 @@ class DeviceUnavailable(Exception):
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
+
+
+def _best_ceilings(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """The higher of two measurements of each ceiling: a ceiling is what the device can do at best."""
+    if not old:
+        return new
+    peaks = {k: max(old["peak_flops"].get(k, 0.0), v) for k, v in new["peak_flops"].items()}
+    return {"bandwidth_bytes_per_s": max(old["bandwidth_bytes_per_s"], new["bandwidth_bytes_per_s"]),
+            "peak_flops": peaks, "max_flops": max(peaks.values())}
 
 
 def _status_of(name: str) -> Status:
@@ -76,12 +88,13 @@ class Judge:
         self.seeds = [rng.randrange(1, 2**31) for _ in range(self.config.seeds)]
         self.timing_seeds = [rng.randrange(1, 2**31) for _ in range(self.config.timing.input_sets)]
         self.init_seed = rng.randrange(1, 2**31)
-        self._refs: OrderedDict[str, ReferenceData] = OrderedDict()
-        self._ref_locks: dict[str, threading.Lock] = {}
+        self._refs: OrderedDict[str, Future[ReferenceData]] = OrderedDict()
         self._lock = threading.Lock()
         self._ref_cache_bytes = reference_cache_bytes
         self._ceilings: dict[str, Any] | None = None
         self._ceilings_lock = threading.Lock()  # its own: measuring must not stall reference lookups
+        # The parent compares on the judge's GPU: on the CPU, a GB of output takes seconds per seed.
+        self._compare_device = torch.device("cuda", device_index) if device == "cuda" else None
 
     # -- workers ------------------------------------------------------------------------
     def _worker(self) -> WorkerProcess:
@@ -96,8 +109,14 @@ class Judge:
             "task_source": task.source if task else None, "sizes": task.sizes_for(self.device) if task else {},
         }, timeout=config.timeouts.setup)
 
-    def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], lock_ops: set[str] = frozenset()) -> list[dict[str, Any]]:
-        """Run ops in a trusted worker; a failure is the task's fault and raises TaskRunError."""
+    def _device(self) -> AbstractContextManager[None]:
+        """The device lock, held only while timing."""
+        return device_lock(self.cache_dir, self.device, self.device_index)
+
+    def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], timed_ops: set[str] = frozenset(),
+                      on_answer: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        """Run ops in a trusted worker; a failure is the task's fault and raises TaskRunError.
+        `timed_ops` hold the device lock; `on_answer` hears each answer as it comes."""
         cfg = self.config
         answers = []
         where = task.key if task else self.device
@@ -109,17 +128,20 @@ class Judge:
                 env = a.get("env", {})
                 for op in ops:
                     op = {**op, "out_dir": str(w.scratch)}
-                    if op["op"] in lock_ops:
-                        with device_lock(self.cache_dir, self.device, self.device_index):
+                    if op["op"] in timed_ops:
+                        with self._device():
                             a = w.call(op, timeout=cfg.timeouts.timing)
                     else:
                         a = w.call(op, timeout=cfg.timeouts.correctness)
                     if not a["ok"]:
                         raise TaskRunError(f"{where}: {a['message']}")
                     if op["op"] == "reference":
-                        a["loaded"] = [torch.load(w.scratch / f"ref_{i}.pt", weights_only=True) for i in range(len(op["seeds"]))]
+                        # mapped, not copied: the pages outlive the file's removal with the scratch directory
+                        a["loaded"] = [torch.load(w.scratch / f"ref_{i}.pt", weights_only=True, mmap=True) for i in range(len(op["seeds"]))]
                     a.setdefault("env", env)
                     answers.append(a)
+                    if on_answer:
+                        on_answer(a)
         except WorkerTimeout as e:
             raise TaskRunError(f"{where}: the reference timed out ({e})") from None
         except WorkerDied as e:
@@ -128,48 +150,80 @@ class Judge:
 
     # -- trusted data -------------------------------------------------------------------
     def reference(self, task: Task) -> ReferenceData:
+        """The task's trusted reference data (computed once, then cached); blocks until its outputs exist."""
+        return self.reference_future(task).result()
+
+    def reference_future(self, task: Task) -> Future[ReferenceData]:
+        """The task's reference data, computed in the background by a trusted worker the first time.
+        The outputs resolve the future; the trusted time (`ReferenceData.trusted`) follows, so
+        candidates check correctness while the reference waits for the device lock."""
         key = hashlib.sha256(json.dumps([task.key, task.source, task.sizes_for(self.device)]).encode()).hexdigest()
         with self._lock:
-            if key in self._refs:
+            known = self._refs.get(key)
+            if known is not None and not (known.done() and known.exception() is not None):  # failures are retried
                 self._refs.move_to_end(key)
-                return self._refs[key]
-            lock = self._ref_locks.setdefault(key, threading.Lock())
-        with lock:
-            with self._lock:
-                if key in self._refs:
-                    return self._refs[key]
-            ref, timed = self._trusted_call(
-                task, [{"op": "reference", "seeds": self.seeds}, {"op": "time_reference", "seeds": self.timing_seeds}],
-                lock_ops={"time_reference"})
-            data = ReferenceData(
-                outputs=ref["loaded"], meta=[o["meta"] for o in ref["outputs"]], mutates_inputs=ref["mutates_inputs"],
-                aliases_input=any(o["aliases_input"] for o in ref["outputs"]), flops=ref["flops"], bytes=ref["bytes"],
-                trusted=TimingStats.of(timed["samples"]["reference"]), env=ref["env"], clocks=timed["clocks"])
-            with self._lock:
-                self._refs[key] = data
-                while len(self._refs) > 1 and sum(r.output_bytes * len(r.outputs) for r in self._refs.values()) > self._ref_cache_bytes:
-                    self._refs.popitem(last=False)
-            return data
+                return known
+            future: Future[ReferenceData] = Future()
+            self._refs[key] = future
+        threading.Thread(target=self._compute_reference, args=(task, future), daemon=True, name="kc-reference").start()
+        return future
+
+    def _compute_reference(self, task: Task, future: Future[ReferenceData]) -> None:
+        trusted: Future[TimingStats] = Future()
+
+        def on_answer(a: dict[str, Any]) -> None:
+            if "samples" in a:
+                trusted.set_result(TimingStats.of(a["samples"]["reference"]))
+            elif "loaded" in a:
+                future.set_result(ReferenceData(
+                    outputs=a["loaded"], meta=[o["meta"] for o in a["outputs"]], mutates_inputs=a["mutates_inputs"],
+                    aliases_input=any(o["aliases_input"] for o in a["outputs"]), flops=a["flops"], bytes=a["bytes"],
+                    trusted_future=trusted, env=a["env"]))
+                self._evict_references()
+
+        try:
+            self._trusted_call(task, [{"op": "reference", "seeds": self.seeds}, {"op": "prepare_timing", "seeds": self.timing_seeds},
+                                     {"op": "time_reference", "seeds": self.timing_seeds,
+                                      "target_ms": self.config.timing.trusted_target_ms}],
+                               timed_ops={"time_reference"}, on_answer=on_answer)
+        except BaseException as e:  # noqa: BLE001 - whoever waits on the data gets the error
+            for f in (future, trusted):
+                if not f.done():
+                    f.set_exception(e)
+
+    def _evict_references(self) -> None:
+        """Least recently used reference outputs out while they hold more than the budget."""
+        with self._lock:
+            done = [k for k, f in self._refs.items() if f.done() and f.exception() is None]
+            size = sum(self._refs[k].result().output_bytes * len(self._refs[k].result().outputs) for k in done)
+            while len(done) > 1 and size > self._ref_cache_bytes:
+                oldest = done.pop(0)
+                size -= self._refs[oldest].result().output_bytes * len(self._refs[oldest].result().outputs)
+                del self._refs[oldest]
 
     def baseline(self, task: Task, compiled: bool = True) -> dict[str, TimingStats]:
         """Eager (and torch.compile) reference times by the recipe, in a trusted worker."""
-        (a,) = self._trusted_call(task, [{"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled}],
-                                  lock_ops={"time_reference"})
+        _, a = self._trusted_call(task, [{"op": "prepare_timing", "seeds": self.timing_seeds},
+                                         {"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled}],
+                                  timed_ops={"time_reference"})
         return {name: TimingStats.of(s) for name, s in a["samples"].items()}
 
-    def ceilings(self, env: dict[str, Any]) -> dict[str, Any]:
-        """Memory bandwidth and peak matmul rate of the device `env` describes (as a worker reports
-        it), measured once and cached on disk."""
+    def ceilings(self, refresh: bool = False) -> dict[str, Any]:
+        """Memory bandwidth and peak matmul rate of this device, measured once per machine (cached
+        on disk). The first evaluation measures them before it starts any worker, so the pool is
+        quiet: a ceiling measured under load would raise the floor and reject honest kernels.
+        `refresh` measures again and keeps the best of old and new (before any floor reject)."""
         with self._ceilings_lock:
-            if self._ceilings is not None:
+            if self._ceilings is not None and not refresh:
                 return self._ceilings
             path = self.cache_dir / "ceilings.json"
             cached = json.loads(path.read_text()) if path.exists() else {}
-            key = f"{self.device}|{env.get('device_name')}|{env.get('torch')}"
-            if key not in cached:
-                (a,) = self._trusted_call(None, [{"op": "ceilings"}], lock_ops={"ceilings"})
-                cached[key] = a["ceilings"]
-                tmp = path.with_suffix(".tmp")
+            name = torch.cuda.get_device_name(self.device_index) if self.device == "cuda" else platform.processor() or platform.machine()
+            key = f"{self.device}|{name}|{torch.__version__}"
+            if key not in cached or refresh:
+                (a,) = self._trusted_call(None, [{"op": "ceilings"}], timed_ops={"ceilings"})
+                cached[key] = _best_ceilings(cached.get(key), a["ceilings"])
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(cached, indent=1))
                 tmp.replace(path)
             self._ceilings = cached[key]
@@ -192,20 +246,30 @@ class Judge:
         if not report.ok:
             v.status, v.message = Status.STATIC_REJECTED, report.message()
             return v
-        ref = self.reference(task)
-        v.trusted_reference = ref.trusted
-        v.env = {**ref.env, "judge_version": JUDGE_VERSION}
+        self.ceilings()
+        # The trusted reference (first candidate of a task only) runs while the candidate's worker
+        # starts and builds: a CUDA build takes half a minute, the reference a few seconds.
+        ref_future = self.reference_future(task)
         try:
             with self._worker() as w:
-                audit = self._run_candidate(w, task, source, ref, cfg, v, report.kernel_names)
+                audit = self._run_candidate(w, task, source, ref_future, cfg, v, report.kernel_names)
             v.stages.append(audit)
+            ref = ref_future.result()
+            v.trusted_reference = ref.trusted  # waits for the reference's own timing
             self._audit(task, v, audit, ref, cfg)
         except _Failed as f:
             v.status, v.message = f.status, str(f)
         except WorkerTimeout as e:
             stage = v.stages[-1].name if v.stages and not v.stages[-1].ok else "unknown"
             v.status, v.message = Status.TIMEOUT, f"{stage}: {e}; the worker's process group was killed"
+        self._attach_reference(v, ref_future.result())  # a task that fails to run raises TaskRunError here
         return v
+
+    @staticmethod
+    def _attach_reference(v: Verdict, ref: ReferenceData) -> None:
+        if v.trusted_reference is None and ref.trusted_future.done() and ref.trusted_future.exception() is None:
+            v.trusted_reference = ref.trusted
+        v.env = {**ref.env, "judge_version": JUDGE_VERSION, **v.env}
 
     def _step(self, w: WorkerProcess, v: Verdict, stage: str, cmd: dict[str, Any], timeout: float,
               fail_status: Status) -> dict[str, Any]:
@@ -230,8 +294,8 @@ class Judge:
         result.ok = True
         return a
 
-    def _run_candidate(self, w: WorkerProcess, task: Task, source: str, ref: ReferenceData, cfg: JudgeConfig,
-                       v: Verdict, static_names: set[str]) -> StageResult:
+    def _run_candidate(self, w: WorkerProcess, task: Task, source: str, ref_future: Future[ReferenceData],
+                       cfg: JudgeConfig, v: Verdict, static_names: set[str]) -> StageResult:
         """Build, load, correctness, coverage and timing; returns the audit stage begun by coverage."""
         t0 = time.perf_counter()
         try:
@@ -264,6 +328,8 @@ class Judge:
         v.stages.append(StageResult("load", True, load_s, details={"weights_copied": a["weights_copied"],
                                                                     "kernel_names": a["kernel_names"], "spawn_s": spawn_s}))
 
+        ref = ref_future.result()
+        self._attach_reference(v, ref)
         # correctness: the candidate's outputs against the trusted reference's, every element, every seed
         a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
                                              "poison_bytes": 2 * ref.output_bytes + (64 << 20)},
@@ -286,8 +352,8 @@ class Judge:
             if out["aliases_input"] and not ref.aliases_input:
                 stage.ok = False
                 raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
-            got = torch.load(w.scratch / f"cand_{i}.pt", weights_only=True)
-            m = compare_outputs(got, ref.outputs[i], atol, rtol)
+            got = torch.load(w.scratch / f"cand_{i}.pt", weights_only=True, mmap=True)
+            m = compare_outputs(got, ref.outputs[i], atol, rtol, self._compare_device)
             del got
             if not m.ok:
                 stage.ok = False
@@ -309,9 +375,11 @@ class Judge:
             if a["match"] is False:
                 v.flags.append(Flag("shape_specialised", f"wrong at the task's check size {check_sizes}: {a['message'][:300]}"))
 
-        # coverage: one profiled call; zero launches of the candidate's own kernels is a reject
-        a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0], "kernel_names": sorted(static_names)},
-                       timeouts.profile, Status.RUNTIME_ERROR)
+        # coverage: one profiled call (a measurement, so the device is ours); zero launches of the
+        # candidate's own kernels is a reject
+        with self._device():
+            a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0], "kernel_names": sorted(static_names)},
+                           timeouts.profile, Status.RUNTIME_ERROR)
         audit = v.stages.pop()
         audit.details["coverage"] = {k: a.get(k) for k in ("coverage", "custom_launches", "calls", "custom_kernels", "top_other")}
         v.coverage = float(a.get("coverage", 0.0))
@@ -327,11 +395,14 @@ class Judge:
         if v.coverage < cfg.coverage_flag_below:
             v.flags.append(Flag("low_coverage", f"only {v.coverage:.0%} of the time is spent in the candidate's own kernels"))
         # timing: ABAB against the reference in the candidate's process, device lock held
+        self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR)
+        prepare_s = v.stages.pop().seconds
         cmd = {"op": "time", "seeds": self.timing_seeds}
         waited = time.perf_counter()
-        with device_lock(self.cache_dir, self.device, self.device_index):
+        with self._device():
             waited = time.perf_counter() - waited
             a = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
+            v.stages[-1].seconds += prepare_s
             ref_t, cand_t = TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
             first = ref_t.median_ms / cand_t.median_ms
             remeasured = None
@@ -349,7 +420,8 @@ class Judge:
         v.significant = abs(v.speedup - 1.0) > noise
         timing_stage = v.stages[-1]
         timing_stage.details = {"iterations": len(a["samples"]["candidate"]), "spot_checks": a["spot_checks"], "lock_wait_s": waited,
-                                "noise": noise, "clocks": a["clocks"], "remeasured": remeasured}
+                                "noise": noise, "clocks": a["clocks"], "remeasured": remeasured,
+                                "phases_s": a.get("phases_s")}
         v.env["clocks"] = a["clocks"]
         return audit
 
@@ -357,7 +429,9 @@ class Judge:
         """Physical floor, slowed reference, clocks: the last word on a correct candidate."""
         t0 = time.perf_counter()
         cand_ms = v.candidate.median_ms
-        ceilings = self.ceilings(ref.env)
+        ceilings = self.ceilings()
+        if cand_ms < cfg.floor_margin * ref.bytes / ceilings["bandwidth_bytes_per_s"] * 1e3:
+            ceilings = self.ceilings(refresh=True)  # a reject must not rest on one low measurement
         bytes_floor_ms = ref.bytes / ceilings["bandwidth_bytes_per_s"] * 1e3
         flop_floor_ms = ref.flops / ceilings["max_flops"] * 1e3
         if v.speedup > cfg.timing.remeasure_above:

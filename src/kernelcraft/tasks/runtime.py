@@ -38,9 +38,12 @@ def _place(x: Any, device: torch.device, dtype: torch.dtype) -> Any:
 
 
 def make_inputs(module: types.ModuleType, seed: int, device: torch.device, dtype: torch.dtype) -> list[Any]:
-    """The task's `get_inputs()` under `seed`, moved to `device`, floats cast to `dtype`."""
+    """The task's `get_inputs()` under `seed`, made on `device` (its tensor factories default
+    there; generating a GB of inputs on the CPU takes seconds), floats cast to `dtype`."""
     torch.manual_seed(seed)
-    return [_place(x, device, dtype) for x in module.get_inputs()]
+    with device:
+        made = module.get_inputs()
+    return [_place(x, device, dtype) for x in made]
 
 
 def make_init_inputs(module: types.ModuleType) -> list[Any]:
