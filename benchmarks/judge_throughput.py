@@ -88,7 +88,8 @@ def main() -> None:
         print(f"waiting for the device lock before timing: mean {statistics.mean(waits):.2f} s, max {max(waits):.2f} s")
     print("\nmean seconds per candidate and stage: " + ", ".join(f"{s} {t:.2f}" for s, t in per_stage.items()))
     if spawns:
-        print(f"isolation overhead (worker start, torch+CUDA init, task setup): median {statistics.median(spawns):.2f} s, max {spawns[-1]:.2f} s")
+        print(f"isolation overhead (a candidate's wait for its worker: start and torch import unless a spare was ready, "
+              f"CUDA init, task setup): median {statistics.median(spawns):.2f} s, max {spawns[-1]:.2f} s")
     print(f"\n{'mode':34s} {'wall s':>8s} {'verdicts/min':>13s}")
     print(f"{'kernelcraft LocalPool':34s} {pool_s:8.1f} {60 * n / pool_s:13.1f}")
     if naive_s:

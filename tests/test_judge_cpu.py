@@ -4,11 +4,13 @@ that says what broke. (Exploits are in tests/redteam.)"""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from kernelcraft.judge import STAGES, Judge, Status, TaskRunError
+from kernelcraft.judge import STAGES, Job, Judge, LocalPool, Status, TaskRunError
+from kernelcraft.judge.sandbox import live_worker_pids
 from kernelcraft.tasks import resolve_task, task_from_source
 
 from .conftest import CANDIDATES, FAST
@@ -151,3 +153,17 @@ def test_timeouts_kill_the_worker(cpu_judge: Judge, small_task) -> None:
 def test_speedup_inside_noise_is_reported_as_none(cpu_judge: Judge, small_task) -> None:
     v = cpu_judge.evaluate(small_task, triton_candidate())
     assert v.effective_speedup == (v.speedup if v.significant else 1.0)
+
+
+def test_a_pool_evaluates_on_spare_workers_and_stops_them_all(cache_dir: Path, small_task) -> None:
+    before = live_worker_pids()
+    with LocalPool("cpu", cache_dir=cache_dir, config=FAST, workers=1) as pool:
+        results = list(pool.map([Job(small_task, triton_candidate(), tag=i) for i in range(2)]))
+        spares = live_worker_pids() - before
+        assert spares  # a spare is waiting for the next candidate
+    assert [r.verdict.status for r in results] == [Status.CORRECT, Status.CORRECT]
+    assert all(r.finished >= r.started > 0 for r in results)
+    assert live_worker_pids() == before  # closing the pool stopped its spares
+    for pid in spares:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

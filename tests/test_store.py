@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from kernelcraft.judge import Flag, Status, TimingStats, Verdict
 from kernelcraft.store import Store
@@ -66,3 +69,24 @@ def test_nothing_recorded_is_lost_when_the_process_is_killed(tmp_path: Path) -> 
         rows = store.verdicts()
         assert len(rows) >= seen + 1
         assert store._query("PRAGMA integrity_check")[0][0] == "ok"
+
+
+def test_llm_calls_are_recorded_with_prompt_and_reply_files(tmp_path: Path) -> None:
+    from kernelcraft.llm import LLMConfig, LLMError, Message, Price, make_client
+
+    from .fake_openai import FakeOpenAI, Step
+
+    with Store(tmp_path / "ws") as store, FakeOpenAI() as srv:
+        run = store.start_run("optimize", {})
+        srv.script = [Step(text="```python\nclass ModelNew: ...\n```"), Step(status=400)]
+        client = make_client(LLMConfig(model="fake-coder", base_url=srv.url, prices={"*": Price(input=1, output=3)}),
+                             on_call=lambda rec: store.record_llm_call(rec, run))
+        client.chat(client.request([Message("system", "rules"), Message("user", "task")], purpose="coder", task="t/1"))
+        with pytest.raises(LLMError, match="refused the request \\(400\\)"):
+            client.chat(client.request([Message("user", "again")], purpose="coder", task="t/1"))
+        ok, failed = store.llm_calls(run_id=run)
+    assert (ok.purpose, ok.task_key, ok.model, ok.prompt_tokens, ok.completion_tokens) == ("coder", "t/1", "fake-coder", 2, 5)
+    assert ok.cost_usd == pytest.approx((2 * 1 + 5 * 3) / 1e6) and ok.error is None
+    assert json.loads((tmp_path / "ws" / ok.prompt_path).read_text())["messages"][0] == {"role": "system", "content": "rules"}
+    assert (tmp_path / "ws" / ok.reply_path).read_text().startswith("```python")
+    assert failed.reply_path is None and "400" in failed.error

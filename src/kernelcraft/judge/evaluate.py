@@ -73,7 +73,8 @@ class Judge:
     """
 
     def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
-                 device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 8 << 30) -> None:
+                 device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 8 << 30,
+                 spare_workers: bool = False) -> None:
         if device not in ("cpu", "cuda"):
             raise DeviceUnavailable(f"unknown device {device!r}: use cuda or cpu")
         if device == "cuda" and not torch.cuda.is_available():
@@ -95,10 +96,31 @@ class Judge:
         self._ceilings_lock = threading.Lock()  # its own: measuring must not stall reference lookups
         # The parent compares on the judge's GPU: on the CPU, a GB of output takes seconds per seed.
         self._compare_device = torch.device("cuda", device_index) if device == "cuda" else None
+        # Spare workers start (and import torch) while earlier evaluations run, so a new candidate
+        # waits only for its task setup. Each is a fresh process that has run nothing yet.
+        self._spares: list[WorkerProcess] | None = [] if spare_workers else None
+        self._spares_lock = threading.Lock()
 
     # -- workers ------------------------------------------------------------------------
     def _worker(self) -> WorkerProcess:
+        if self._spares is None:
+            return self._new_worker()
+        with self._spares_lock:
+            spare = self._spares.pop() if self._spares else None
+            self._spares.append(self._new_worker())  # for the next caller
+        return spare or self._new_worker()
+
+    def _new_worker(self) -> WorkerProcess:
         return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs)
+
+    def close(self) -> None:
+        """Stop the spare workers (evaluations in flight close their own)."""
+        with self._spares_lock:
+            spares = self._spares or []
+            if self._spares is not None:
+                self._spares = []
+        for w in spares:
+            w.close()
 
     def _setup(self, w: WorkerProcess, role: str, task: Task | None, config: JudgeConfig) -> dict[str, Any]:
         dtype = task.meta.dtype if task else "float32"

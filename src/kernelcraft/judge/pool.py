@@ -54,7 +54,8 @@ class LocalPool:
         per_device = workers or max(1, min(8, (os.cpu_count() or 2) // 2))
         self.workers = per_device * len(indices)
         build_jobs = max(1, (os.cpu_count() or 1) // self.workers)
-        self.judges = [Judge(device, cache_dir=cache_dir, config=config, device_index=i, build_jobs=build_jobs) for i in indices]
+        self.judges = [Judge(device, cache_dir=cache_dir, config=config, device_index=i, build_jobs=build_jobs,
+                             spare_workers=True) for i in indices]
         self._next = itertools.cycle(self.judges)
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kc-judge")
 
@@ -69,6 +70,8 @@ class LocalPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
+        for judge in self.judges:
+            judge.close()
 
     @staticmethod
     def _run(judge: Judge, job: Job) -> Result:

@@ -45,6 +45,12 @@ def kill_all_workers() -> None:
 atexit.register(kill_all_workers)
 
 
+def live_worker_pids() -> set[int]:
+    """Process ids of the workers started and not yet closed (running or spare)."""
+    with _LIVE_LOCK:
+        return {w.proc.pid for w in _LIVE}
+
+
 class WorkerTimeout(Exception):
     pass
 

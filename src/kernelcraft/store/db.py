@@ -15,6 +15,7 @@ from typing import Any
 
 from ..judge import Verdict
 from ..judge.verdict import TimingStats
+from ..llm import CallRecord
 from ..tasks import Task
 from .schema import MIGRATIONS
 
@@ -33,6 +34,23 @@ class VerdictRow:
     effective_speedup: float | None
     flags: str
     created_at: float
+
+
+@dataclass(frozen=True)
+class LLMCallRow:
+    id: int
+    run_id: str | None
+    purpose: str
+    task_key: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    latency_s: float | None
+    cached: bool
+    error: str | None
+    prompt_path: str
+    reply_path: str | None
 
 
 @dataclass(frozen=True)
@@ -165,3 +183,35 @@ class Store:
     def record_vetting(self, task_key: str, device: str, degenerate: bool, findings: list[dict[str, Any]]) -> None:
         self._exec("INSERT INTO vettings (task_key, device, degenerate, findings_json, created_at) VALUES (?,?,?,?,?)",
                    (task_key, device, int(degenerate), json.dumps(findings), time.time()))
+
+    # -- llm calls -----------------------------------------------------------------------------
+    def record_llm_call(self, record: CallRecord, run_id: str | None = None) -> int:
+        """A model call with its prompt and reply written as files under the run's directory."""
+        base = self.workspace / "runs" / (run_id or "no-run") / "llm"
+        base.mkdir(parents=True, exist_ok=True)
+        req, reply = record.request, record.reply
+        stem = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        prompt_path = base / f"{stem}.prompt.json"
+        prompt_path.write_text(json.dumps({"model": req.model, "sample": req.sample, "purpose": req.purpose, "task": req.task,
+                                           "messages": [{"role": m.role, "content": m.content} for m in req.messages]}, indent=1))
+        reply_path = None
+        if reply is not None:
+            reply_path = base / f"{stem}.reply.md"
+            reply_path.write_text(reply.text)
+        cur = self._exec(
+            "INSERT INTO llm_calls (run_id, purpose, task_key, model, request_key, sample, prompt_tokens, completion_tokens, "
+            "cost_usd, latency_s, attempts, cached, error, prompt_path, reply_path, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, req.purpose, req.task, reply.model if reply else req.model, req.key(), req.sample,
+             reply.usage.prompt_tokens if reply else 0, reply.usage.completion_tokens if reply else 0,
+             reply.cost_usd if reply else None, reply.latency_s if reply else None, reply.attempts if reply else 0,
+             int(reply.cached) if reply else 0, record.error, str(prompt_path.relative_to(self.workspace)),
+             str(reply_path.relative_to(self.workspace)) if reply_path else None, record.started_at or time.time()))
+        return int(cur.lastrowid)
+
+    def llm_calls(self, *, run_id: str | None = None) -> list[LLMCallRow]:
+        rows = self._query("SELECT * FROM llm_calls" + (" WHERE run_id=?" if run_id else "") + " ORDER BY id",
+                           (run_id,) if run_id else ())
+        return [LLMCallRow(id=r["id"], run_id=r["run_id"], purpose=r["purpose"], task_key=r["task_key"], model=r["model"],
+                           prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"], cost_usd=r["cost_usd"],
+                           latency_s=r["latency_s"], cached=bool(r["cached"]), error=r["error"], prompt_path=r["prompt_path"],
+                           reply_path=r["reply_path"]) for r in rows]

@@ -73,4 +73,26 @@ MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    """
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT REFERENCES runs(id),
+        purpose TEXT NOT NULL DEFAULT '',
+        task_key TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL,
+        request_key TEXT NOT NULL,
+        sample INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL,
+        latency_s REAL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        cached INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        prompt_path TEXT NOT NULL,
+        reply_path TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX llm_calls_run ON llm_calls(run_id, task_key);
+    """,
 ]

@@ -1,0 +1,64 @@
+"""The coder: turns a task (and the judge's feedback on earlier attempts) into messages, asks the
+model, and parses the answer into candidate source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..judge import Verdict
+from ..llm import ChatReply, LLMClient, Message
+from ..tasks import Task
+from .parse import ParseFailure, extract_candidate
+from .prompts import render
+
+LANGUAGES = {
+    "cuda": ("CUDA C++", "write them in CUDA C++ and compile them with `torch.utils.cpp_extension.load_inline`."),
+    "triton": ("Triton", "write them as `@triton.jit` functions and launch them from `forward`."),
+}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    capability: str = ""  # "9.0"
+    memory_gb: int | None = None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    reply: ChatReply
+    candidate: str | ParseFailure
+
+
+class Coder:
+    def __init__(self, client: LLMClient, language: str, device: DeviceInfo) -> None:
+        if language not in LANGUAGES:
+            raise ValueError(f"unknown language {language!r}: use {' or '.join(LANGUAGES)}")
+        self.client = client
+        self.language = language
+        self.device = device
+
+    def opening(self, task: Task, atol: float, rtol: float) -> list[Message]:
+        """The system rules and the task, as the first two messages of a conversation."""
+        name, rule = LANGUAGES[self.language]
+        system = render("coder_system", language_name=name, language_rule=rule, atol=f"{atol:g}", rtol=f"{rtol:g}", dtype=task.meta.dtype)
+        user = render("coder_task", language_name=name, task_source=task.source.strip(), device_name=self.device.name,
+                      capability=self.device.capability, memory_gb=self.device.memory_gb)
+        return [Message("system", system), Message("user", user)]
+
+    @staticmethod
+    def feedback(outcome: Verdict | ParseFailure) -> Message:
+        """What the model hears about its last answer."""
+        if isinstance(outcome, ParseFailure):
+            return Message("user", render("coder_feedback", parse_error=outcome.message))
+        v = outcome
+        return Message("user", render(
+            "coder_feedback", parse_error=None, status=v.status.value, message=v.message.strip(), speedup=v.speedup,
+            reference_ms=v.reference.median_ms if v.reference else None, candidate_ms=v.candidate.median_ms if v.candidate else None,
+            band=v.speedup_band, coverage=v.coverage, flags=v.flags))
+
+    def propose(self, messages: Sequence[Message], *, task: str, sample: int = 0) -> Proposal:
+        """One answer to `messages`, parsed. LLM errors (budget, endpoint) propagate."""
+        reply = self.client.chat(self.client.request(messages, sample=sample, purpose="coder", task=task))
+        return Proposal(reply, extract_candidate(reply.text))

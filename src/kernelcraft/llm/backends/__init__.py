@@ -1,0 +1,15 @@
+"""Backends: each turns a ChatRequest into a Completion, mapping its failures onto
+TransientError (retry), EndpointError (the endpoint is unusable) or LLMError (give up)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..types import ChatRequest, Completion
+
+
+class Backend(Protocol):
+    def check(self) -> None:
+        """Fail now, with EndpointError, if no call can succeed (unreachable, bad key, no model)."""
+
+    def complete(self, request: ChatRequest, timeout: float) -> Completion: ...

@@ -1,0 +1,43 @@
+"""The response cache: a reply per request key, one JSON file each, safe across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Protocol
+
+from .types import Completion, Usage
+
+
+class ResponseCache(Protocol):
+    def get(self, key: str) -> Completion | None: ...
+
+    def put(self, key: str, completion: Completion) -> None: ...
+
+
+class DirectoryCache:
+    """`<dir>/<key[:2]>/<key>.json`; written to a temporary name and renamed, so a reader never
+    sees half a file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Completion | None:
+        try:
+            data = json.loads(self._path(key).read_text())
+        except (OSError, ValueError):
+            return None
+        return Completion(text=data["text"], usage=Usage(**data["usage"]), finish_reason=data.get("finish_reason"),
+                          model=data.get("model", ""))
+
+    def put(self, key: str, completion: Completion) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(completion)))
+        tmp.replace(path)

@@ -1,0 +1,64 @@
+"""LLM settings: one pydantic model, filled from a run's TOML file and CLI flags."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+from pydantic import BaseModel, Field, field_validator
+
+PROVIDERS = ("openai", "anthropic", "replay", "batch")
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class LLMConfig(BaseModel):
+    """Which model, where, and how much of it a run may use."""
+
+    model: str
+    provider: str = "openai"
+    base_url: str | None = None  # OpenAI-compatible servers: vLLM, SGLang, Ollama, llama.cpp...
+    api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key; keys never sit in files
+    path: str | None = None  # replay: a JSONL file or run directory; batch: the exchange directory
+    concurrency: int = Field(8, ge=1)
+    retries: int = Field(5, ge=0)
+    backoff_s: float = Field(1.0, ge=0)  # first retry wait; doubles each time, with jitter
+    timeout_s: float = Field(600.0, gt=0)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float | None = None
+    max_tokens: int = Field(8192, ge=1)
+    budget_tokens: int | None = Field(None, ge=1)
+    budget_usd: float | None = Field(None, gt=0)
+    prices: dict[str, Price] = Field(default_factory=dict)  # model name or glob -> price
+
+    @field_validator("provider")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in PROVIDERS:
+            raise ValueError(f"unknown provider {v!r}: use one of {', '.join(PROVIDERS)}")
+        return v
+
+    @classmethod
+    def from_spec(cls, spec: str, **overrides: object) -> "LLMConfig":
+        """`--model` as a user writes it: `NAME` (OpenAI-compatible), `anthropic:NAME`,
+        `replay:PATH` or `batch:DIR[:NAME]`."""
+        provider, _, rest = spec.partition(":")
+        if provider in ("anthropic", "openai") and rest:
+            return cls(model=rest, provider=provider, **overrides)  # type: ignore[arg-type]
+        if provider in ("replay", "batch") and rest:
+            path, _, name = rest.partition(":")
+            return cls(model=name or provider, provider=provider, path=path, **overrides)  # type: ignore[arg-type]
+        return cls(model=spec, **overrides)  # type: ignore[arg-type]
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env)
+
+    def price(self, model: str) -> Price | None:
+        if model in self.prices:
+            return self.prices[model]
+        return next((p for pattern, p in self.prices.items() if fnmatch.fnmatchcase(model, pattern)), None)

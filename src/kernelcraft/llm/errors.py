@@ -1,0 +1,23 @@
+"""The ways a model call fails, each with a one-line message fit for a user."""
+
+from __future__ import annotations
+
+
+class LLMError(Exception):
+    """A call failed for good (bad request, refused, retries spent)."""
+
+
+class EndpointError(LLMError):
+    """The endpoint cannot be used at all: unreachable, or it rejects the key or the model."""
+
+
+class TransientError(LLMError):
+    """Worth retrying: rate limited, server error, timeout, a malformed answer."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class BudgetExceeded(LLMError):
+    """The run's token or dollar budget is spent; no further calls are made."""

@@ -1,0 +1,103 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests: serves scripted replies,
+rate limits, server errors, slow answers and malformed JSON, and records what it was asked."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One scripted answer: a reply text, or an HTTP error, a delay, or a raw (broken) body."""
+
+    text: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    raw: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeOpenAI:
+    """`with FakeOpenAI(models=["m"]) as srv:` then `base_url=srv.url`. Replies come from `script`
+    in order, then from `responder(messages)` if given."""
+
+    def __init__(self, models: list[str] | None = None, key: str | None = None,
+                 responder: Callable[[list[dict[str, Any]]], str] | None = None) -> None:
+        self.models = models or ["fake-coder"]
+        self.key = key
+        self.responder = responder
+        self.script: list[Step] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorised(self) -> bool:
+                if fake.key and self.headers.get("authorization") != f"Bearer {fake.key}":
+                    self._send(401, json.dumps({"error": {"message": "invalid api key", "type": "invalid_request_error"}}))
+                    return False
+                return True
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if not self._authorised():
+                    return
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, json.dumps({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "fake"} for m in fake.models]}))
+                else:
+                    self._send(404, json.dumps({"error": {"message": "not found"}}))
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                if not self._authorised():
+                    return
+                with fake._lock:
+                    fake.requests.append(body)
+                    step = fake.script.pop(0) if fake.script else None
+                if step is None:
+                    step = Step(text=fake.responder(body["messages"]) if fake.responder else "no script left")
+                if step.delay_s:
+                    time.sleep(step.delay_s)
+                if step.raw is not None:
+                    self._send(step.status, step.raw, step.headers)
+                elif step.status != 200:
+                    self._send(step.status, json.dumps({"error": {"message": f"scripted {step.status}", "type": "server_error"}}), step.headers)
+                else:
+                    text = step.text or ""
+                    prompt = sum(len(m["content"].split()) for m in body["messages"])
+                    self._send(200, json.dumps({
+                        "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": int(time.time()),
+                        "model": body.get("model", fake.models[0]),
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": prompt, "completion_tokens": len(text.split()), "total_tokens": prompt + len(text.split())},
+                    }))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeOpenAI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()

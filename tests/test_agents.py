@@ -1,0 +1,75 @@
+"""The coder agent: prompts from templates, replies parsed into candidates, verdicts into feedback."""
+
+from __future__ import annotations
+
+import jinja2
+import pytest
+
+from kernelcraft.agents import Coder, DeviceInfo, ParseFailure, extract_candidate, render
+from kernelcraft.judge import Flag, Status, TimingStats, Verdict
+from kernelcraft.llm import LLMConfig, make_client
+from kernelcraft.tasks import resolve_task
+
+from .fake_openai import FakeOpenAI, Step
+
+MODEL = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+@pytest.mark.parametrize("reply", [
+    f"Here is my kernel.\n\n```python\n{MODEL}```\n\nIt fuses everything.",
+    f"```\n{MODEL}```",
+    f"Draft:\n```python\nclass ModelNew: pass  # draft\n```\nFinal:\n```python\n{MODEL}```",
+    f"```cpp\n__global__ void k() {{}}\n```\nand the module:\n```py\n{MODEL}```",
+    f"Sure!\n```python\n{MODEL}",  # cut off before the closing fence
+    MODEL,  # bare code
+])
+def test_the_final_python_block_with_modelnew_is_the_candidate(reply: str) -> None:
+    assert extract_candidate(reply) == MODEL
+
+
+@pytest.mark.parametrize("reply, why", [
+    ("", "empty"),
+    ("I cannot help with that.", "no code block"),
+    ("```python\nclass Model(torch.nn.Module): pass\n```", "none of the 1 code block"),
+])
+def test_replies_without_modelnew_are_parse_failures(reply: str, why: str) -> None:
+    out = extract_candidate(reply)
+    assert isinstance(out, ParseFailure) and why in out.message
+
+
+def test_the_opening_prompt_carries_task_device_rules_and_format() -> None:
+    coder = Coder(make_client(LLMConfig.from_spec("replay:/nonexistent")), "triton", DeviceInfo("NVIDIA H100", "9.0", 80))
+    task = resolve_task("softmax_rows")
+    system, user = coder.opening(task, atol=1e-4, rtol=1e-4)
+    assert system.role == "system" and "atol=0.0001" in system.content and "@triton.jit" in system.content
+    assert "no caching of results between calls" in system.content and "```python" in system.content
+    assert task.source.strip() in user.content and "NVIDIA H100 (compute capability 9.0, 80 GB)" in user.content
+    with pytest.raises(ValueError, match="unknown language"):
+        Coder(coder.client, "fortran", coder.device)
+    with pytest.raises(jinja2.UndefinedError):
+        render("coder_task", language_name="CUDA")
+
+
+def test_feedback_carries_what_the_judge_found() -> None:
+    bad = Verdict(status=Status.INCORRECT, task="t", device="cuda",
+                  message="seed 1/5: 12/4096 elements outside tolerance; worst at index (3, 7): got 1.5, expected 1.25")
+    text = Coder.feedback(bad).content
+    assert "**incorrect**" in text and "worst at index (3, 7)" in text and "Fix it" in text
+    good = Verdict(status=Status.CORRECT, task="t", device="cuda", message="correct; 1.80x", speedup=1.8,
+                   speedup_band=(1.75, 1.85), coverage=0.92, reference=TimingStats.of([1.8] * 5),
+                   candidate=TimingStats.of([1.0] * 5), flags=[Flag("low_coverage", "only some")])
+    text = Coder.feedback(good).content
+    assert "1.800 ms for the reference, 1.000 ms for yours: 1.80x (noise band 1.75-1.85x)" in text
+    assert "92%" in text and "Note (low_coverage)" in text and "Make it faster" in text
+    assert "could not be used: the reply was empty" in Coder.feedback(ParseFailure("the reply was empty")).content
+
+
+def test_propose_asks_the_model_and_parses_its_answer() -> None:
+    with FakeOpenAI() as srv:
+        srv.script = [Step(text=f"```python\n{MODEL}```"), Step(text="no code, sorry")]
+        coder = Coder(make_client(LLMConfig(model="fake-coder", base_url=srv.url)), "cuda", DeviceInfo("cpu"))
+        messages = coder.opening(resolve_task("softmax_rows"), 1e-4, 1e-4)
+        first = coder.propose(messages, task="examples/softmax_rows")
+        second = coder.propose(messages, task="examples/softmax_rows", sample=1)
+    assert first.candidate == MODEL and isinstance(second.candidate, ParseFailure)
+    assert srv.requests[0]["messages"][0]["role"] == "system" and "load_inline" in srv.requests[0]["messages"][0]["content"]

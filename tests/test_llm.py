@@ -1,0 +1,140 @@
+"""The LLM client against a real HTTP server on loopback, through the real `openai` SDK."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.llm import (BudgetExceeded, CallRecord, DirectoryCache, EndpointError, LLMClient, LLMConfig, LLMError,
+                             Message, Price, make_backend, make_client)
+
+from .fake_openai import FakeOpenAI, Step
+
+HELLO = [Message("user", "write a kernel please")]
+
+
+def client_for(srv: FakeOpenAI, waits: list[float] | None = None, **cfg: object) -> tuple[LLMClient, list[CallRecord]]:
+    records: list[CallRecord] = []
+    config = LLMConfig(model="fake-coder", base_url=srv.url, backoff_s=0.5, **cfg)  # type: ignore[arg-type]
+    client = LLMClient(make_backend(config), config, on_call=records.append,
+                       sleep=(waits.append if waits is not None else lambda s: None))
+    return client, records
+
+
+def test_a_reply_comes_back_with_tokens_cost_and_a_record() -> None:
+    with FakeOpenAI() as srv:
+        srv.script = [Step(text="here is ModelNew")]
+        client, records = client_for(srv, prices={"fake-*": Price(input=2.0, output=10.0)})
+        reply = client.chat(client.request(HELLO, purpose="coder", task="examples/relu"))
+    assert reply.text == "here is ModelNew" and reply.attempts == 1 and not reply.cached
+    assert reply.usage.prompt_tokens == 4 and reply.usage.completion_tokens == 3
+    assert reply.cost_usd == pytest.approx((4 * 2.0 + 3 * 10.0) / 1e6)
+    assert srv.requests[0]["messages"] == [{"role": "user", "content": "write a kernel please"}]
+    assert client.spend.tokens == 7 and client.spend.calls == 1
+    (rec,) = records
+    assert rec.reply == reply and rec.request.purpose == "coder" and rec.request.task == "examples/relu"
+
+
+def test_rate_limits_and_server_errors_are_retried_with_backoff() -> None:
+    waits: list[float] = []
+    with FakeOpenAI() as srv:
+        srv.script = [Step(status=429, headers={"retry-after": "7"}), Step(status=500), Step(status=503), Step(text="ok")]
+        client, _ = client_for(srv, waits)
+        reply = client.chat(client.request(HELLO))
+    assert reply.text == "ok" and reply.attempts == 4
+    assert 7 <= waits[0] <= 7 * 1.25  # the server's Retry-After is honoured
+    assert 1.0 <= waits[1] <= 1.25 and 2.0 <= waits[2] <= 2.5  # then exponential backoff from the attempt number
+
+
+def test_malformed_json_is_retried_and_retries_run_out_with_a_clear_error() -> None:
+    with FakeOpenAI() as srv:
+        srv.script = [Step(raw="{not json"), Step(text="fine")]
+        client, records = client_for(srv)
+        assert client.chat(client.request(HELLO)).text == "fine"
+        srv.script = [Step(status=500)] * 3
+        client, records = client_for(srv, retries=2)
+        with pytest.raises(LLMError, match="server error 500.*gave up after 3 attempts"):
+            client.chat(client.request(HELLO))
+    assert records[-1].reply is None and "gave up" in records[-1].error
+
+
+def test_a_slow_reply_times_out() -> None:
+    with FakeOpenAI() as srv:
+        srv.script = [Step(text="late", delay_s=2.0)]
+        client, _ = client_for(srv, timeout_s=0.5, retries=0)
+        with pytest.raises(LLMError, match="no answer .* within 0.5 s"):
+            client.chat(client.request(HELLO))
+
+
+def test_the_budget_stops_further_calls() -> None:
+    with FakeOpenAI() as srv:
+        srv.script = [Step(text="one two three four five")] * 3
+        client, _ = client_for(srv, budget_tokens=8)
+        client.chat(client.request(HELLO))  # 4 prompt + 5 completion tokens: over budget after it
+        with pytest.raises(BudgetExceeded, match="9 of 8 tokens"):
+            client.chat(client.request(HELLO, sample=1))
+    assert len(srv.requests) == 1
+
+
+def test_identical_requests_come_from_the_cache_but_other_samples_do_not(tmp_path: Path) -> None:
+    with FakeOpenAI() as srv:
+        srv.script = [Step(text="first"), Step(text="second")]
+        config = LLMConfig(model="fake-coder", base_url=srv.url, prices={"fake-coder": Price(input=1, output=1)})
+        client = make_client(config, cache_dir=tmp_path)
+        a = client.chat(client.request(HELLO, sample=0))
+        b = client.chat(client.request(HELLO, sample=0))
+        c = client.chat(client.request(HELLO, sample=1))
+        again = make_client(config, cache_dir=tmp_path).chat(client.request(HELLO, sample=0))  # another process later
+    assert (a.text, b.text, c.text, again.text) == ("first", "first", "second", "first")
+    assert b.cached and again.cached and b.cost_usd == 0.0 and not c.cached
+    assert len(srv.requests) == 2 and client.spend.cached_calls == 1
+    assert isinstance(client.cache, DirectoryCache)
+
+
+def test_an_unusable_endpoint_is_reported_before_any_work() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    with pytest.raises(EndpointError, match="cannot reach"):
+        make_client(LLMConfig(model="m", base_url=dead)).check()
+    with FakeOpenAI(key="right") as srv:
+        with pytest.raises(EndpointError, match="rejected the API key"):
+            make_client(LLMConfig(model="fake-coder", base_url=srv.url, api_key_env="KC_TEST_NO_SUCH_KEY")).check()
+    with FakeOpenAI(models=["qwen"]) as srv:
+        with pytest.raises(EndpointError, match="does not serve model 'gpt-x'.*qwen"):
+            make_client(LLMConfig(model="gpt-x", base_url=srv.url)).check()
+        make_client(LLMConfig(model="qwen", base_url=srv.url)).check()
+
+
+def test_replay_answers_by_request_key_then_in_order(tmp_path: Path) -> None:
+    config = LLMConfig.from_spec(f"replay:{tmp_path / 'r.jsonl'}")
+    client = make_client(config)
+    keyed = client.request(HELLO, sample=3)
+    (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(x) for x in [
+        {"text": "in order 1", "usage": {"prompt_tokens": 1, "completion_tokens": 2}},
+        {"key": keyed.key(), "text": "for sample 3"},
+        {"text": "in order 2"},
+    ]))
+    client = make_client(config)
+    client.check()
+    assert client.chat(keyed).text == "for sample 3"
+    assert [client.chat(client.request(HELLO, sample=i)).text for i in range(2)] == ["in order 1", "in order 2"]
+    with pytest.raises(LLMError, match="no answer left"):
+        client.chat(client.request(HELLO, sample=9))
+    with pytest.raises(EndpointError, match="no replay file"):
+        make_client(LLMConfig.from_spec(f"replay:{tmp_path / 'missing.jsonl'}")).check()
+
+
+def test_model_specs_and_price_patterns() -> None:
+    assert LLMConfig.from_spec("gpt-4o").provider == "openai"
+    a = LLMConfig.from_spec("anthropic:claude-x")
+    assert (a.provider, a.model) == ("anthropic", "claude-x")
+    b = LLMConfig.from_spec("batch:/tmp/x:qwen")
+    assert (b.provider, b.path, b.model) == ("batch", "/tmp/x", "qwen")
+    cfg = LLMConfig(model="m", prices={"deepseek-*": Price(input=0.3, output=1.2), "deepseek-r1": Price(input=1, output=2)})
+    assert cfg.price("deepseek-r1").input == 1 and cfg.price("deepseek-v3").input == 0.3 and cfg.price("other") is None
+    with pytest.raises(ValueError, match="unknown provider"):
+        LLMConfig(model="m", provider="carrier-pigeon")
