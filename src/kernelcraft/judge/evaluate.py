@@ -217,11 +217,9 @@ class Judge:
         """Least recently used reference outputs out while they hold more than the budget."""
         with self._lock:
             done = [k for k, f in self._refs.items() if f.done() and f.exception() is None]
-            size = sum(self._refs[k].result().output_bytes * len(self._refs[k].result().outputs) for k in done)
+            size = sum(self._refs[k].result().held_bytes for k in done)
             while len(done) > 1 and size > self._ref_cache_bytes:
-                oldest = done.pop(0)
-                size -= self._refs[oldest].result().output_bytes * len(self._refs[oldest].result().outputs)
-                del self._refs[oldest]
+                size -= self._refs.pop(done.pop(0)).result().held_bytes
 
     def baseline(self, task: Task, compiled: bool = True) -> dict[str, TimingStats]:
         """Eager (and torch.compile) reference times by the recipe, in a trusted worker."""
@@ -351,7 +349,6 @@ class Judge:
                                                                     "kernel_names": a["kernel_names"], "spawn_s": spawn_s}))
 
         ref = ref_future.result()
-        self._attach_reference(v, ref)
         # correctness: the candidate's outputs against the trusted reference's, every element, every seed
         a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
                                              "poison_bytes": 2 * ref.output_bytes + (64 << 20)},

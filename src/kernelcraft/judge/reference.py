@@ -33,3 +33,8 @@ class ReferenceData:
     @property
     def output_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for outs in self.outputs[:1] for t in outs if hasattr(t, "numel"))
+
+    @property
+    def held_bytes(self) -> int:
+        """What the outputs of every seed occupy in the parent's memory."""
+        return self.output_bytes * len(self.outputs)

@@ -85,7 +85,9 @@ class LLMClient:
 
     def _call_with_retries(self, request: ChatRequest) -> tuple[Completion, float, int]:
         c = self.config
-        for attempt in range(1, c.retries + 2):
+        attempt = 0
+        while True:
+            attempt += 1
             with self._slots:
                 t0 = time.perf_counter()
                 try:
@@ -95,7 +97,6 @@ class LLMClient:
                         raise LLMError(f"{e} (gave up after {attempt} attempts)") from None
                     wait = e.retry_after if e.retry_after is not None else c.backoff_s * 2 ** (attempt - 1)
             self._sleep(wait * random.uniform(1.0, 1.25))  # outside the slot: a waiting retry holds no slot
-        raise AssertionError("unreachable")
 
     def _reply(self, completion: Completion, latency: float, attempts: int, cached: bool) -> ChatReply:
         price = self.config.price(completion.model or self.config.model) or self.config.price(self.config.model)
