@@ -8,8 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .loopback import JSONHandler, LoopbackServer
 
 
 @dataclass
@@ -23,7 +24,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     """`with FakeOpenAI(models=["m"]) as srv:` then `base_url=srv.url`. Replies come from `script`
     in order, then from `responder(messages)` if given."""
 
@@ -37,19 +38,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+        class Handler(JSONHandler):
 
             def _authorised(self) -> bool:
                 if fake.key and self.headers.get("authorization") != f"Bearer {fake.key}":
@@ -90,14 +79,9 @@ class FakeOpenAI:
                         "usage": {"prompt_tokens": prompt, "completion_tokens": len(text.split()), "total_tokens": prompt + len(text.split())},
                     }))
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
+        self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> "FakeOpenAI":
-        self._thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()

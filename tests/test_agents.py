@@ -5,8 +5,8 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from kernelcraft.agents import Coder, DeviceInfo, ParseFailure, extract_candidate, render
-from kernelcraft.judge import Flag, Status, TimingStats, Verdict
+from kernelcraft.agents import Coder, ParseFailure, extract_candidate, render
+from kernelcraft.judge import DeviceDescription, Flag, Status, TimingStats, Verdict
 from kernelcraft.llm import LLMConfig, make_client
 from kernelcraft.tasks import resolve_task
 
@@ -38,7 +38,7 @@ def test_replies_without_modelnew_are_parse_failures(reply: str, why: str) -> No
 
 
 def test_the_opening_prompt_carries_task_device_rules_and_format() -> None:
-    coder = Coder(make_client(LLMConfig.from_spec("replay:/nonexistent")), "triton", DeviceInfo("NVIDIA H100", "9.0", 80))
+    coder = Coder(make_client(LLMConfig.from_spec("replay:/nonexistent")), "triton", DeviceDescription("cuda", "NVIDIA H100", "9.0", 80))
     task = resolve_task("softmax_rows")
     system, user = coder.opening(task, atol=1e-4, rtol=1e-4)
     assert system.role == "system" and "atol=0.0001" in system.content and "@triton.jit" in system.content
@@ -67,7 +67,7 @@ def test_feedback_carries_what_the_judge_found() -> None:
 def test_propose_asks_the_model_and_parses_its_answer() -> None:
     with FakeOpenAI() as srv:
         srv.script = [Step(text=f"```python\n{MODEL}```"), Step(text="no code, sorry")]
-        coder = Coder(make_client(LLMConfig(model="fake-coder", base_url=srv.url)), "cuda", DeviceInfo("cpu"))
+        coder = Coder(make_client(LLMConfig(model="fake-coder", base_url=srv.url)), "cuda", DeviceDescription("cpu", "x86_64"))
         messages = coder.opening(resolve_task("softmax_rows"), 1e-4, 1e-4)
         first = coder.propose(messages, task="examples/softmax_rows")
         second = coder.propose(messages, task="examples/softmax_rows", sample=1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kernelcraft.judge import check_source
+from kernelcraft.judge.buildcache import trim_compiler_output
 
 OK = """
 import torch
@@ -80,3 +81,19 @@ def test_streams_are_flagged_not_rejected() -> None:
 def test_rules_can_be_switched_off_for_defence_in_depth_tests() -> None:
     r = check_source("import threading\nimport torch.nn as nn\nclass ModelNew(nn.Module): pass\n", enforce=False)
     assert r.ok
+
+
+def test_compiler_output_is_trimmed_to_the_errors() -> None:
+    log = "\n".join([
+        "[1/3] /usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=kc_x -isystem /torch/include " + "-O3 " * 400,
+        "FAILED: cuda.cuda.o",
+        "/usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=kc_x -isystem /torch/include -c cuda.cu -o cuda.cuda.o",
+        "cuda.cu(12): error: expected a \";\"",
+        "      return y",
+        "               ^",
+        "1 error detected in the compilation of \"cuda.cu\".",
+        "ninja: build stopped: subcommand failed.",
+    ])
+    text = trim_compiler_output(log)
+    assert text.startswith('cuda.cu(12): error: expected a ";"') and "return y" in text
+    assert "-isystem" not in text and "FAILED" not in text and "ninja" not in text

@@ -90,3 +90,43 @@ def test_llm_calls_are_recorded_with_prompt_and_reply_files(tmp_path: Path) -> N
     assert json.loads((tmp_path / "ws" / ok.prompt_path).read_text())["messages"][0] == {"role": "system", "content": "rules"}
     assert (tmp_path / "ws" / ok.reply_path).read_text().startswith("```python")
     assert failed.reply_path is None and "400" in failed.error
+
+
+def test_a_runs_tasks_and_attempts_come_back_in_order(tmp_path: Path) -> None:
+    tasks = [resolve_task("softmax_rows"), resolve_task("rms_norm")]
+    with Store(tmp_path) as store:
+        run_id = store.start_run("optimize", {"model": "m"})
+        store.add_run_tasks(run_id, tasks)
+        store.add_run_tasks(run_id, tasks)  # a resume adds them again: nothing changes
+        vid = store.record_verdict(tasks[0], "src", _verdict(tasks[0].key, 2.0), run_id=run_id)
+        store.record_attempt(run_id, tasks[0].key, 0, 1, status="correct", verdict_id=vid, speedup=2.0, feedback="fb1")
+        store.record_attempt(run_id, tasks[0].key, 0, 0, status="parse_failed", feedback="fb0")
+        store.finish_run_task(run_id, tasks[0].key)
+        rows = store.run_tasks(run_id)
+        attempts = store.attempts(run_id, tasks[0].key)
+        assert store.candidate_source(vid) == "src"
+        assert store.run(run_id).args == {"model": "m"} and [r.id for r in store.runs("optimize")] == [run_id]
+        with pytest.raises(KeyError):
+            store.run("nope")
+    assert [r.task_key for r in rows] == [t.key for t in tasks]
+    assert rows[0].finished_at is not None and rows[1].finished_at is None
+    assert [(a.turn, a.status, a.feedback) for a in attempts] == [(0, "parse_failed", "fb0"), (1, "correct", "fb1")]
+
+
+def test_a_recorded_run_replays_its_answers_under_any_model_name(tmp_path: Path) -> None:
+    from kernelcraft.llm import LLMConfig, LLMError, Message, make_client
+
+    from .fake_openai import FakeOpenAI
+
+    asked = [[Message("system", "rules"), Message("user", f"task {i}")] for i in range(3)]
+    with Store(tmp_path / "ws") as store, FakeOpenAI(responder=lambda m: f"answer to {m[-1]['content']}") as srv:
+        run = store.start_run("optimize", {})
+        client = make_client(LLMConfig(model="fake-coder", base_url=srv.url), on_call=lambda rec: store.record_llm_call(rec, run))
+        first = [client.chat(client.request(m, sample=1)).text for m in asked]
+    replay = make_client(LLMConfig.from_spec(f"replay:{tmp_path / 'ws' / 'runs' / run}"))
+    replay.check()
+    again = [replay.chat(replay.request(m, sample=1)) for m in reversed(asked)]
+    assert [r.text for r in reversed(again)] == first == ["answer to task 0", "answer to task 1", "answer to task 2"]
+    assert again[0].usage.completion_tokens == 4
+    with pytest.raises(LLMError, match="no answer left"):
+        replay.chat(replay.request(asked[0], sample=2))  # another sample was never recorded

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -13,11 +14,16 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from .judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict
-from .report import TaskOutcome, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table
+from .judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, describe_device
+from .judge.sandbox import kill_all_workers
+from .llm import EndpointError, LLMConfig, Price, make_client
+from .report import (TaskOutcome, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
+                     write_report)
+from .search import RUN_KIND, STRATEGIES, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent
 from .store import Store
-from .tasks import Task, TaskError, find_solution, load_suite, resolve_task
+from .tasks import Task, TaskError, find_solution, load_suite, resolve_task, task_from_module
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and vet tasks.")
@@ -285,14 +291,214 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     out.print(summary_table(summaries))
 
 
+# -- optimize and report ----------------------------------------------------------------------
+def _parse_prices(items: list[str]) -> dict[str, Price]:
+    prices = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        parts = values.split(",")
+        try:
+            if not sep or not name or len(parts) != 2:
+                raise ValueError
+            prices[name] = Price(input=float(parts[0]), output=float(parts[1]))
+        except ValueError:
+            raise UsageError(f"--price {item!r}: expected MODEL=INPUT,OUTPUT in dollars per million tokens") from None
+    return prices
+
+
+def _optimize_tasks(config: OptimizeConfig) -> list[Task]:
+    """The tasks of a target: a user's module (path.py:Class with --inputs), a task file or suite, or a bundled example."""
+    if config.inputs is not None:
+        tasks = [task_from_module(config.target, config.inputs, config.init_inputs)]
+    elif ":" in config.target and config.target.rpartition(":")[0].endswith(".py"):
+        raise UsageError(f"{config.target}: a module target needs --inputs PATH.py:FN (a function making example inputs)")
+    elif Path(config.target).exists() or config.target == "examples":
+        tasks = load_suite(config.target)
+    else:
+        tasks = [resolve_task(config.target)]  # a bundled example by name
+    sizes = _parse_sets(config.sets)
+    return [t.with_sizes(config.device, sizes) for t in tasks]
+
+
+def _new_optimize_config(target: Optional[str], model: Optional[str], values: dict[str, Any], llm: dict[str, Any],
+                         search: dict[str, Any]) -> OptimizeConfig:
+    if target is None:
+        raise UsageError("give a TARGET (task file, suite directory or path/model.py:Class), or --resume RUN")
+    if model is None:
+        raise UsageError("--model is required: NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME]")
+    if search["strategy"] not in STRATEGIES:
+        raise UsageError(f"unknown strategy {search['strategy']!r}: use one of {', '.join(sorted(STRATEGIES))}")
+    try:
+        return OptimizeConfig(target=target, llm=LLMConfig.from_spec(model, **llm), search=SearchConfig(**search), **values)
+    except ValueError as e:  # pydantic's ValidationError: say which option, in one line
+        first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
+        raise UsageError(f"bad option {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+
+
+def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: dict[str, Any]) -> OptimizeConfig:
+    if target is not None:
+        raise UsageError("give either a TARGET or --resume RUN, not both (a resumed run keeps its own target)")
+    try:
+        run = store.run(run_id)
+    except KeyError as e:
+        raise UsageError(str(e.args[0])) from None
+    if run.kind != RUN_KIND:
+        raise UsageError(f"run {run_id} is a {run.kind} run, not an optimize run")
+    config = OptimizeConfig.model_validate(run.args)
+    # a larger budget is the usual reason to resume; every other setting stays the run's own
+    return config.model_copy(update={"llm": config.llm.model_copy(update={k: v for k, v in budget.items() if v is not None})})
+
+
+class _ProgressView:
+    """The live line of an optimize run: tasks done, attempts, best speedup, tokens and cost."""
+
+    def __init__(self, bar: Progress, total: int, done: int, spend: Any) -> None:
+        self.bar, self.spend = bar, spend
+        self.id = bar.add_task("optimizing", total=total, completed=done, info="")
+        self.attempts, self.correct, self.best = 0, 0, None
+
+    def __call__(self, e: SearchEvent) -> None:
+        if e.kind == "attempt":
+            self.attempts += 1
+            self.correct += e.status == "correct"
+            if e.speedup is not None and (self.best is None or e.speedup > self.best):
+                self.best = e.speedup
+        elif e.kind == "task_done":
+            self.bar.advance(self.id)
+            if e.message:
+                err.print(f"warning: {e.task_key}: {e.message}", highlight=False)
+        s = self.spend
+        cost = f"${s.cost_usd:.2f}" + ("+?" if s.unpriced_calls else "")
+        best = f"{self.best:.2f}x" if self.best is not None else "-"
+        self.bar.update(self.id, info=f"{self.attempts} attempts, {self.correct} correct, best {best}, "
+                                      f"{s.tokens:,} tokens, {cost}")
+
+
+def _print_optimize(result: RunResult, report: Path) -> None:
+    table = Table(title=f"run {result.run_id}", title_justify="left")
+    for col in ("task", "best", "attempts", "kernel"):
+        table.add_column(col)
+    for t in result.tasks:
+        if t.best is not None:
+            best = Text(f"{t.best.speedup:.2f}x", style="green")
+        else:
+            best = status_text(t.error and "task error" or ("no correct candidate" if t.finished else "unfinished"))
+        table.add_row(t.task.key, best, str(t.attempts), str(t.best_file or "-"))
+    out.print(table)
+    outcomes = [TaskOutcome(t.task.key, t.task.level, t.best is not None, t.best.speedup if t.best else None)
+                for t in result.tasks]
+    out.print(summary_table(summarize_by_level(outcomes)))
+    s = result.spend
+    cost = f"${s.cost_usd:.4f}" + (f" (+{s.unpriced_calls} calls without a price)" if s.unpriced_calls else "")
+    out.print(f"{s.calls} model calls ({s.cached_calls} cached), {s.prompt_tokens:,} prompt + {s.completion_tokens:,} "
+              f"completion tokens, {cost}", highlight=False)
+    out.print(f"best kernels: {result.out_dir}\nreport: {report}", highlight=False)
+
+
+@app.command("optimize")
+def optimize_cmd(
+    target: Optional[str] = typer.Argument(None, help="A task file, a suite directory or KernelBench tree, 'examples', "
+                                                      "or your own module as path/model.py:ClassName (with --inputs)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="NAME (OpenAI-compatible endpoint), anthropic:NAME, "
+                                                                    "replay:FILE or batch:DIR[:NAME]."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="The endpoint, e.g. http://localhost:8000/v1."),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY)."),
+    inputs: Optional[str] = typer.Option(None, "--inputs", help="path.py:fn making example forward inputs (module targets)."),
+    init_inputs: Optional[str] = typer.Option(None, "--init-inputs", help="path.py:fn making constructor arguments."),
+    strategy: str = typer.Option("refine", "--strategy", help="Search strategy."),
+    turns: int = typer.Option(3, "--turns", help="Refinement turns per sample."),
+    samples: int = typer.Option(2, "--samples", help="Independent samples per task."),
+    language: str = typer.Option("cuda", "--language", help="cuda (load_inline) or triton."),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", help="Stop the run after this many tokens."),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop the run after this many dollars."),
+    prices: list[str] = typer.Option([], "--price", help="MODEL=IN,OUT dollars per million tokens (repeatable; globs)."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Model calls in flight."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent judge evaluations (default: half the cores, at most 8)."),
+    temperature: float = typer.Option(1.0, "--temperature"),
+    max_tokens: int = typer.Option(8192, "--max-tokens", help="Longest reply."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write the best kernels (default: the run's folder)."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue a stopped run; finished work is not repeated."),
+    device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Write faster kernels for every task of TARGET with a language model; every one is proved by the judge.
+    Exit 0 when the run finished, 3 when it stopped early (budget, batch replies pending): resume it with --resume."""
+    with Store(workspace) as store:
+        budget = {"budget_tokens": budget_tokens, "budget_usd": budget_usd}
+        if resume is not None:
+            config = _resumed_config(store, resume, target, budget)
+        else:
+            llm = {"concurrency": concurrency, "temperature": temperature, "max_tokens": max_tokens,
+                   "prices": _parse_prices(prices), **{k: v for k, v in budget.items() if v is not None}}
+            if base_url is not None:
+                llm["base_url"] = base_url
+            if api_key_env is not None:
+                llm["api_key_env"] = api_key_env
+            config = _new_optimize_config(
+                target, model, {"inputs": inputs, "init_inputs": init_inputs, "sets": sets, "device": device,
+                                "workers": workers, "out": str(out_dir) if out_dir else None,
+                                "judge": _config(config_file, None, None, None).to_dict()},
+                llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language})
+        tasks = _optimize_tasks(config)
+        client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
+        client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
+        judge_config = JudgeConfig().with_overrides(config.judge)
+        with LocalPool(config.device, cache_dir=store.cache_dir, config=judge_config, workers=config.workers) as pool:
+            dev = describe_device(config.device)
+            optimizer = Optimizer(config, store, client, pool, dev)
+            run_id = resume or optimizer.start(tasks)
+            err.print(f"run {run_id}: {len(tasks)} tasks, {config.search.strategy} ({config.search.samples} samples x "
+                      f"{config.search.turns} turns), {config.llm.model} on {dev.name}", highlight=False)
+            done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
+            with Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                          TimeElapsedColumn(), console=err, transient=True) as bar:
+                optimizer.emit = _ProgressView(bar, len(tasks), done, client.spend)
+                result = optimizer.run(run_id, tasks)
+        report = write_report(store, run_id)
+    if as_json:
+        print(json.dumps({"run_id": run_id, "stopped": result.stopped, "report": str(report), "tasks": [
+            {"task": t.task.key, "speedup": t.best.speedup if t.best else None, "attempts": t.attempts,
+             "finished": t.finished, "file": str(t.best_file) if t.best_file else None, "error": t.error}
+            for t in result.tasks], "spend": result.spend.__dict__}, indent=1))
+    else:
+        _print_optimize(result, report)
+    if result.stopped:
+        print(f"stopped: {result.stopped}. Everything so far is recorded; continue with: "
+              f"kernelcraft optimize --resume {run_id}", file=sys.stderr)
+        raise typer.Exit(3)
+
+
+@app.command("report")
+def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by optimize)."), workspace: Path = WorkspaceOpt,
+               out_file: Optional[Path] = typer.Option(None, "--out", help="The HTML file (default: the run's folder).")) -> None:
+    """Write a run's report: one self-contained HTML file with its summary, plots, kernels and trajectories."""
+    with Store(workspace) as store:
+        try:
+            store.run(run_id)
+        except KeyError as e:
+            raise UsageError(str(e.args[0])) from None
+        path = write_report(store, run_id, out_file)
+    out.print(f"report: {path}", highlight=False)
+
+
 def _interrupted() -> None:
+    kill_all_workers()
     print("interrupted: every verdict finished so far is in the store", file=sys.stderr)
-    sys.exit(130)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Every write is already committed; threads still waiting on a model's reply must not hold
+    # the exit (a normal exit would join them).
+    os._exit(130)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # a kill ends a run as Ctrl-C does: workers stopped, the run resumable
 
 
 def main() -> None:
     """Entry point: every user mistake is one line on stderr and a non-zero exit, never a traceback."""
     debug = bool(os.environ.get("KERNELCRAFT_DEBUG"))
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         rc = app(standalone_mode=False)  # click returns a command's typer.Exit code here
         if rc == 130:  # typer turns Ctrl-C into Exit(130)
@@ -300,7 +506,7 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except (TaskError, TaskRunError, DeviceUnavailable, UsageError) as e:
+    except (TaskError, TaskRunError, DeviceUnavailable, UsageError, EndpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..judge import Verdict
-from ..llm import ChatReply, LLMClient, Message
+from ..judge import DeviceDescription, Verdict
+from ..llm import ChatReply, ChatRequest, LLMClient, Message
 from ..tasks import Task
 from .parse import ParseFailure, extract_candidate
 from .prompts import render
@@ -19,20 +19,14 @@ LANGUAGES = {
 
 
 @dataclass(frozen=True)
-class DeviceInfo:
-    name: str
-    capability: str = ""  # "9.0"
-    memory_gb: int | None = None
-
-
-@dataclass(frozen=True)
 class Proposal:
+    request: ChatRequest
     reply: ChatReply
     candidate: str | ParseFailure
 
 
 class Coder:
-    def __init__(self, client: LLMClient, language: str, device: DeviceInfo) -> None:
+    def __init__(self, client: LLMClient, language: str, device: DeviceDescription) -> None:
         if language not in LANGUAGES:
             raise ValueError(f"unknown language {language!r}: use {' or '.join(LANGUAGES)}")
         self.client = client
@@ -58,7 +52,13 @@ class Coder:
             reference_ms=v.reference.median_ms if v.reference else None, candidate_ms=v.candidate.median_ms if v.candidate else None,
             band=v.speedup_band, coverage=v.coverage, flags=v.flags))
 
+    @staticmethod
+    def omitted_note(count: int) -> str:
+        """Said to the model when `count` early attempts no longer fit its context."""
+        return render("coder_history_omitted", count=count).strip()
+
     def propose(self, messages: Sequence[Message], *, task: str, sample: int = 0) -> Proposal:
         """One answer to `messages`, parsed. LLM errors (budget, endpoint) propagate."""
-        reply = self.client.chat(self.client.request(messages, sample=sample, purpose="coder", task=task))
-        return Proposal(reply, extract_candidate(reply.text))
+        request = self.client.request(messages, sample=sample, purpose="coder", task=task)
+        reply = self.client.chat(request)
+        return Proposal(request, reply, extract_candidate(reply.text))

@@ -8,6 +8,7 @@ Everything here is the parent (trusted) side; `worker` runs in the sandboxed pro
 """
 
 from .config import DEFAULT_TOLERANCE, JudgeConfig, Timeouts, TimingConfig
+from .device import DeviceDescription, describe_device
 from .evaluate import JUDGE_VERSION, DeviceUnavailable, Judge, source_hash
 from .pool import Job, LocalPool, Result
 from .reference import TaskRunError
@@ -15,7 +16,7 @@ from .static import StaticReport, check_source
 from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
 
 __all__ = [
-    "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
+    "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceDescription", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
     "LocalPool", "Result", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
-    "TimingStats", "Verdict", "check_source", "source_hash",
+    "TimingStats", "Verdict", "check_source", "describe_device", "source_hash",
 ]

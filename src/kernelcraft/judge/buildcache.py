@@ -27,12 +27,17 @@ class BuildError(Exception):
 
 
 _ERROR_RE = re.compile(r"\berror\b|undefined reference|fatal")  # not torch's "Error building extension" header
+# Build-system lines around an error: ninja's step counter, its FAILED line, and compiler command
+# lines thousands of characters long. They tell a model nothing about its code.
+_NOISE_RE = re.compile(r"^\s*(\[\d+/\d+\]|FAILED:|ninja:)|-DTORCH_EXTENSION_NAME|\s-isystem\s")
+_MAX_LINE = 300
 
 
 def trim_compiler_output(text: str, max_lines: int = 25) -> str:
     """The first compiler errors with a little context, not pages of build log."""
-    lines = text.splitlines()
-    idx = [i for i, line in enumerate(lines) if _ERROR_RE.search(line) and "ninja" not in line]
+    lines = [line if len(line) <= _MAX_LINE else line[:_MAX_LINE] + " ..."
+             for line in text.splitlines() if not _NOISE_RE.search(line)]
+    idx = [i for i, line in enumerate(lines) if _ERROR_RE.search(line)]
     if not idx:
         return "\n".join(lines[-max_lines:])
     keep: list[str] = []

@@ -1,4 +1,4 @@
-"""Coverage from one profiled call: the share of the forward's time spent in the candidate's own
+"""Coverage from a profiled call: the share of the forward's time spent in the candidate's own
 kernels (judge-hardening #10). On cuda: device time of kernels whose names the candidate defined.
 On cpu: time inside the candidate's extension functions and Triton launches, less the PyTorch
 compute ops they call."""

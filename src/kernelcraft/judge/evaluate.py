@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import secrets
 import threading
 import time
@@ -24,6 +23,7 @@ import torch
 from ..tasks import Task
 from .compare import compare_outputs
 from .config import JudgeConfig
+from .device import describe_device
 from .locks import device_lock
 from .reference import ReferenceData, TaskRunError
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
@@ -74,7 +74,7 @@ class Judge:
 
     def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
                  device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 8 << 30,
-                 spare_workers: bool = False) -> None:
+                 spare_workers: int = 0) -> None:
         if device not in ("cpu", "cuda"):
             raise DeviceUnavailable(f"unknown device {device!r}: use cuda or cpu")
         if device == "cuda" and not torch.cuda.is_available():
@@ -96,18 +96,19 @@ class Judge:
         self._ceilings_lock = threading.Lock()  # its own: measuring must not stall reference lookups
         # The parent compares on the judge's GPU: on the CPU, a GB of output takes seconds per seed.
         self._compare_device = torch.device("cuda", device_index) if device == "cuda" else None
-        # Spare workers start (and import torch) while earlier evaluations run, so a new candidate
-        # waits only for its task setup. Each is a fresh process that has run nothing yet.
-        self._spares: list[WorkerProcess] | None = [] if spare_workers else None
+        # Spare workers start (import torch and Triton, make their CUDA context) while earlier
+        # evaluations run, so a new candidate waits only for its task setup. Each is a fresh
+        # process that has run nothing yet; one evaluation takes up to two (reference, candidate).
+        self._spare_target = spare_workers
+        self._spares: list[WorkerProcess] = []
         self._spares_lock = threading.Lock()
 
     # -- workers ------------------------------------------------------------------------
     def _worker(self) -> WorkerProcess:
-        if self._spares is None:
-            return self._new_worker()
         with self._spares_lock:
-            spare = self._spares.pop() if self._spares else None
-            self._spares.append(self._new_worker())  # for the next caller
+            spare = self._spares.pop(0) if self._spares else None  # the oldest: the most likely warm
+            while len(self._spares) < self._spare_target:  # for the next callers
+                self._spares.append(self._new_worker())
         return spare or self._new_worker()
 
     def _new_worker(self) -> WorkerProcess:
@@ -116,9 +117,8 @@ class Judge:
     def close(self) -> None:
         """Stop the spare workers (evaluations in flight close their own)."""
         with self._spares_lock:
-            spares = self._spares or []
-            if self._spares is not None:
-                self._spares = []
+            spares, self._spares = self._spares, []
+            self._spare_target = 0  # a closed judge starts no more spares
         for w in spares:
             w.close()
 
@@ -238,8 +238,7 @@ class Judge:
                 return self._ceilings
             path = self.cache_dir / "ceilings.json"
             cached = json.loads(path.read_text()) if path.exists() else {}
-            name = torch.cuda.get_device_name(self.device_index) if self.device == "cuda" else platform.processor() or platform.machine()
-            key = f"{self.device}|{name}|{torch.__version__}"
+            key = f"{self.device}|{describe_device(self.device, self.device_index).name}|{torch.__version__}"
             if key not in cached or refresh:
                 (a,) = self._trusted_call(None, [{"op": "ceilings"}], timed_ops={"ceilings"})
                 cached[key] = _best_ceilings(cached.get(key), a["ceilings"])
@@ -324,7 +323,10 @@ class Judge:
             raise _Failed(Status.RUNTIME_ERROR, f"worker failed to start: {e}: {w.log_tail(600)}") from None
         if not a["ok"]:
             raise _Failed(Status.RUNTIME_ERROR, a["message"])
-        spawn_s = time.perf_counter() - t0  # worker start-up is isolation overhead, recorded with load
+        # Waiting for the worker is isolation overhead; the task's own setup (its module, its model on
+        # the device) is work a one-process harness does too. Both are recorded with load.
+        spawn_s = time.perf_counter() - t0
+        task_setup_s = float(a.get("task_setup_s", 0.0))
 
         timeouts = cfg.timeouts
         t1 = time.perf_counter()
@@ -346,7 +348,8 @@ class Judge:
             v.stages.append(StageResult("load", False, load_s, a["message"]))
             raise _Failed(_status_of(a["status"]) if a["status"] == "hack_detected" else Status.LOAD_FAILED, a["message"])
         v.stages.append(StageResult("load", True, load_s, details={"weights_copied": a["weights_copied"],
-                                                                    "kernel_names": a["kernel_names"], "spawn_s": spawn_s}))
+                                                                    "kernel_names": a["kernel_names"], "spawn_s": spawn_s,
+                                                                    "task_setup_s": task_setup_s}))
 
         ref = ref_future.result()
         # correctness: the candidate's outputs against the trusted reference's, every element, every seed
@@ -394,7 +397,7 @@ class Judge:
             if a["match"] is False:
                 v.flags.append(Flag("shape_specialised", f"wrong at the task's check size {check_sizes}: {a['message'][:300]}"))
 
-        # coverage: one profiled call (a measurement, so the device is ours); zero launches of the
+        # coverage: profiled calls (a measurement, so the device is ours); zero launches of the
         # candidate's own kernels is a reject
         with self._device():
             a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0], "kernel_names": sorted(static_names)},

@@ -55,7 +55,7 @@ class LocalPool:
         self.workers = per_device * len(indices)
         build_jobs = max(1, (os.cpu_count() or 1) // self.workers)
         self.judges = [Judge(device, cache_dir=cache_dir, config=config, device_index=i, build_jobs=build_jobs,
-                             spare_workers=True) for i in indices]
+                             spare_workers=per_device) for i in indices]
         self._next = itertools.cycle(self.judges)
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kc-judge")
 

@@ -133,15 +133,17 @@ class Worker:
         if cmd.get("task_source") is None:
             return {"ok": True}
         Path(TASK_FILE).write_text(cmd["task_source"])
+        t0 = time.perf_counter()
         try:
             self.task = runtime.exec_module(cmd["task_source"], TASK_FILE, "kernelcraft_task", cmd.get("sizes") or {})
             self.init_inputs = runtime.make_init_inputs(self.task)
             self.reference = runtime.build_model(self.task.Model, self.init_inputs, self.init_seed, self.device, self.dtype)
         except Exception as e:  # noqa: BLE001 - any failure of task code is reported, not raised
             raise Rejection("task_error", user_traceback(e, (TASK_FILE,))) from None
+        task_setup_s = time.perf_counter() - t0
         self.counter = LaunchCounter()
         self.threads = ThreadWatch()
-        return {"ok": True, "env": self.env()}
+        return {"ok": True, "env": self.env(), "task_setup_s": task_setup_s}
 
     def env(self) -> dict[str, Any]:
         env = {"torch": torch.__version__, "python": sys.version.split()[0], "device_kind": self.device_kind}
@@ -346,8 +348,12 @@ class Worker:
         xs = self.inputs(cmd["seed"])
         self.counter.kernel_names.update(cmd.get("kernel_names", []))  # __global__ names from the source
         self.threads.arm()
+        # Three profiled calls, the median by coverage: on a busy CPU one call can be preempted
+        # outside the candidate's kernels and read as low coverage.
         with torch.no_grad():
-            result = profile_call(self.model, xs, self.counter, self.device)
+            runs = sorted((profile_call(self.model, xs, self.counter, self.device) for _ in range(3)),
+                          key=lambda r: r["coverage"])
+        result = runs[1]
         self.check_threads("the profiled call")
         self.check_guard("the profiled call")
         return {"ok": True, **result}
@@ -400,8 +406,21 @@ class Worker:
         return {"ok": True}
 
 
+def warm_up() -> None:
+    """Start the CUDA context and import Triton before the first command: a spare worker does this
+    while it waits, so a candidate handed that worker waits only for its own task setup."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
+        torch.cuda.set_device(0)
+        torch.empty(1, device="cuda")
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+
+
 def main() -> None:
     reply = os.fdopen(int(sys.argv[1]), "w")
+    warm_up()
     worker = Worker()
     for line in sys.stdin:
         cmd = json.loads(line)

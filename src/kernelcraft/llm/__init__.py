@@ -5,12 +5,12 @@ timeouts, token and cost accounting, budgets and a response cache. Knows nothing
 from .cache import DirectoryCache, ResponseCache
 from .client import LLMClient, Spend
 from .config import LLMConfig, Price
-from .errors import BudgetExceeded, EndpointError, LLMError, TransientError
+from .errors import BatchPending, BudgetExceeded, EndpointError, LLMError, TransientError
 from .factory import make_backend, make_client
 from .types import CallRecord, ChatReply, ChatRequest, Completion, Message, Sampling, Usage
 
 __all__ = [
-    "BudgetExceeded", "CallRecord", "ChatReply", "ChatRequest", "Completion", "DirectoryCache", "EndpointError",
-    "LLMClient", "LLMConfig", "LLMError", "Message", "Price", "ResponseCache", "Sampling", "Spend", "TransientError",
-    "Usage", "make_backend", "make_client",
+    "BatchPending", "BudgetExceeded", "CallRecord", "ChatReply", "ChatRequest", "Completion", "DirectoryCache",
+    "EndpointError", "LLMClient", "LLMConfig", "LLMError", "Message", "Price", "ResponseCache", "Sampling", "Spend",
+    "TransientError", "Usage", "make_backend", "make_client",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 PROVIDERS = ("openai", "anthropic", "replay", "batch")
 
@@ -22,8 +22,11 @@ class LLMConfig(BaseModel):
 
     model: str
     provider: str = "openai"
-    base_url: str | None = None  # OpenAI-compatible servers: vLLM, SGLang, Ollama, llama.cpp...
-    api_key_env: str = "OPENAI_API_KEY"  # the variable holding the key; keys never sit in files
+    # OpenAI-compatible servers (vLLM, SGLang, Ollama, llama.cpp...), with their /v1; for
+    # "anthropic", the API's host, without /v1 (the SDK adds it).
+    base_url: str | None = None
+    # The variable holding the key (ANTHROPIC_API_KEY for provider "anthropic"); keys never sit in files.
+    api_key_env: str = "OPENAI_API_KEY"
     path: str | None = None  # replay: a JSONL file or run directory; batch: the exchange directory
     concurrency: int = Field(8, ge=1)
     retries: int = Field(5, ge=0)
@@ -35,6 +38,11 @@ class LLMConfig(BaseModel):
     budget_tokens: int | None = Field(None, ge=1)
     budget_usd: float | None = Field(None, gt=0)
     prices: dict[str, Price] = Field(default_factory=dict)  # model name or glob -> price
+    # batch: how long a round gathers concurrent requests into one requests file.
+    batch_window_s: float = Field(2.0, ge=0)
+    # batch: how long to wait for a round's replies to appear; 0 writes the round and stops the
+    # run at once (BatchPending), to be resumed once the replies are in.
+    batch_wait_s: float = Field(0.0, ge=0)
 
     @field_validator("provider")
     @classmethod
@@ -42,6 +50,12 @@ class LLMConfig(BaseModel):
         if v not in PROVIDERS:
             raise ValueError(f"unknown provider {v!r}: use one of {', '.join(PROVIDERS)}")
         return v
+
+    @model_validator(mode="after")
+    def _anthropic_key(self) -> "LLMConfig":
+        if self.provider == "anthropic" and "api_key_env" not in self.model_fields_set:
+            self.api_key_env = "ANTHROPIC_API_KEY"
+        return self
 
     @classmethod
     def from_spec(cls, spec: str, **overrides: object) -> "LLMConfig":

@@ -21,3 +21,12 @@ class TransientError(LLMError):
 
 class BudgetExceeded(LLMError):
     """The run's token or dollar budget is spent; no further calls are made."""
+
+
+class BatchPending(LLMError):
+    """The batch backend wrote a round's requests and their replies are not in yet: stop the run,
+    have the requests answered, put the replies in the batch directory, and run again."""
+
+    def __init__(self, message: str, requests_file: str) -> None:
+        super().__init__(message)
+        self.requests_file = requests_file

@@ -14,6 +14,8 @@ from .types import CallRecord
 
 
 def make_backend(config: LLMConfig) -> Backend:
+    """The backend for `config.provider`; raises EndpointError when it cannot be built (an
+    optional SDK missing, no API key)."""
     if config.provider == "openai":
         from .backends.openai_compat import OpenAICompatible
 
@@ -22,7 +24,18 @@ def make_backend(config: LLMConfig) -> Backend:
         from .backends.replay import Replay
 
         return Replay(Path(config.path or "replay.jsonl"))
-    raise EndpointError(f"the {config.provider} backend is not available in this version")
+    if config.provider == "anthropic":
+        from .backends.anthropic_native import AnthropicNative
+
+        return AnthropicNative(config.model, config.base_url, config.api_key(), key_env=config.api_key_env)
+    if config.provider == "batch":
+        from .backends.batch import Batch
+
+        # The client lets at most `concurrency` calls in at once, so a round that holds that many
+        # is complete: no need to wait out the window.
+        return Batch(Path(config.path or "batch"), window_s=config.batch_window_s, wait_s=config.batch_wait_s,
+                     round_size=config.concurrency)
+    raise EndpointError(f"unknown provider {config.provider!r}")
 
 
 def make_client(config: LLMConfig, *, cache_dir: Path | None = None,

@@ -1,7 +1,10 @@
-"""Reports over verdicts: suite metrics (fast_p, speedup statistics)."""
+"""Reports over verdicts: suite metrics (fast_p, speedup statistics), console tables, and the HTML run report."""
 
 from .console import status_text, summary_table, verdict_lines, verdict_table
+from .html import render_report, write_report
 from .metrics import FAST_P, Summary, TaskOutcome, summarize, summarize_by_level
+from .run_data import RunReport, load_run
 
 __all__ = [
-    "status_text", "summary_table", "verdict_lines", "verdict_table","FAST_P", "Summary", "TaskOutcome", "summarize", "summarize_by_level"]
+    "status_text", "summary_table", "verdict_lines", "verdict_table", "FAST_P", "Summary", "TaskOutcome", "summarize",
+    "summarize_by_level", "render_report", "write_report", "RunReport", "load_run"]

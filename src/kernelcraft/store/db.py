@@ -3,6 +3,7 @@ that is killed loses nothing it had measured."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -51,6 +52,41 @@ class LLMCallRow:
     error: str | None
     prompt_path: str
     reply_path: str | None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    kind: str
+    args: dict[str, Any]
+    started_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class RunTaskRow:
+    task_key: str
+    name: str
+    level: int | None
+    position: int
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One turn of one sample of a search on one task: the model's reply and what the judge said."""
+
+    id: int
+    run_id: str
+    task_key: str
+    sample: int
+    turn: int
+    llm_call_id: int | None
+    verdict_id: int | None
+    status: str  # a verdict status, or "parse_failed" when the reply held no candidate
+    speedup: float | None  # the effective speedup of a correct candidate
+    feedback: str  # what the model was told about this attempt
+    created_at: float
 
 
 @dataclass(frozen=True)
@@ -133,6 +169,69 @@ class Store:
     def finish_run(self, run_id: str) -> None:
         self._exec("UPDATE runs SET finished_at=? WHERE id=?", (time.time(), run_id))
 
+    def run(self, run_id: str) -> RunRow:
+        rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
+        if not rows:
+            raise KeyError(f"no run {run_id!r} in {self.path}")
+        r = rows[0]
+        return RunRow(id=r["id"], kind=r["kind"], args=json.loads(r["args_json"]), started_at=r["started_at"],
+                      finished_at=r["finished_at"])
+
+    def runs(self, kind: str | None = None) -> list[RunRow]:
+        ids = self._query("SELECT id FROM runs" + (" WHERE kind=?" if kind else "") + " ORDER BY started_at",
+                          (kind,) if kind else ())
+        return [self.run(r[0]) for r in ids]
+
+    def add_run_tasks(self, run_id: str, tasks: list[Task]) -> None:
+        """The tasks a run covers, in order; adding them again (on resume) changes nothing."""
+        for position, task in enumerate(tasks):
+            self.put_task(task)
+            self._exec("INSERT OR IGNORE INTO run_tasks (run_id, task_key, position) VALUES (?,?,?)",
+                       (run_id, task.key, position))
+
+    def finish_run_task(self, run_id: str, task_key: str) -> None:
+        self._exec("UPDATE run_tasks SET finished_at=? WHERE run_id=? AND task_key=?", (time.time(), run_id, task_key))
+
+    def run_tasks(self, run_id: str) -> list[RunTaskRow]:
+        rows = self._query("SELECT rt.task_key, t.name, t.level, rt.position, rt.finished_at FROM run_tasks rt "
+                           "JOIN tasks t ON t.key = rt.task_key WHERE rt.run_id=? ORDER BY rt.position", (run_id,))
+        return [RunTaskRow(**dict(r)) for r in rows]
+
+    def task_source(self, task_key: str) -> str:
+        rows = self._query("SELECT source FROM tasks WHERE key=?", (task_key,))
+        if not rows:
+            raise KeyError(f"no task {task_key!r}")
+        return rows[0][0]
+
+    # -- search attempts -------------------------------------------------------------------------
+    def record_attempt(self, run_id: str, task_key: str, sample: int, turn: int, *, status: str,
+                       llm_call_id: int | None = None, verdict_id: int | None = None, speedup: float | None = None,
+                       feedback: str = "") -> int:
+        cur = self._exec(
+            "INSERT INTO attempts (run_id, task_key, sample, turn, llm_call_id, verdict_id, status, speedup, feedback, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (run_id, task_key, sample, turn, llm_call_id, verdict_id, status, speedup, feedback, time.time()))
+        return int(cur.lastrowid)
+
+    def attempts(self, run_id: str, task_key: str | None = None) -> list[AttemptRow]:
+        rows = self._query("SELECT * FROM attempts WHERE run_id=?" + (" AND task_key=?" if task_key else "")
+                           + " ORDER BY task_key, sample, turn", (run_id, task_key) if task_key else (run_id,))
+        return [AttemptRow(**dict(r)) for r in rows]
+
+    def candidate_source(self, verdict_id: int) -> str:
+        rows = self._query("SELECT c.source FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.id=?",
+                           (verdict_id,))
+        if not rows:
+            raise KeyError(f"no verdict {verdict_id}")
+        return rows[0][0]
+
+    def llm_reply(self, call_id: int) -> str | None:
+        """The text of a recorded model reply, or None when the call failed."""
+        rows = self._query("SELECT reply_path FROM llm_calls WHERE id=?", (call_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        return (self.workspace / rows[0][0]).read_text()
+
     # -- verdicts ------------------------------------------------------------------------------
     def record_verdict(self, task: Task, source: str, verdict: Verdict, *, run_id: str | None = None, origin: str = "") -> int:
         """Store a verdict with its task and candidate; committed before this returns."""
@@ -192,8 +291,12 @@ class Store:
         req, reply = record.request, record.reply
         stem = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:8]}"
         prompt_path = base / f"{stem}.prompt.json"
-        prompt_path.write_text(json.dumps({"model": req.model, "sample": req.sample, "purpose": req.purpose, "task": req.task,
-                                           "messages": [{"role": m.role, "content": m.content} for m in req.messages]}, indent=1))
+        recorded: dict[str, Any] = {
+            "model": req.model, "sample": req.sample, "purpose": req.purpose, "task": req.task,
+            "sampling": dataclasses.asdict(req.sampling), "messages": [dataclasses.asdict(m) for m in req.messages]}
+        if reply is not None:  # with the sampling, what `replay:` needs to answer this request again
+            recorded["usage"] = dataclasses.asdict(reply.usage)
+        prompt_path.write_text(json.dumps(recorded, indent=1))
         reply_path = None
         if reply is not None:
             reply_path = base / f"{stem}.reply.md"

@@ -95,4 +95,27 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX llm_calls_run ON llm_calls(run_id, task_key);
     """,
+    """
+    CREATE TABLE run_tasks (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        task_key TEXT NOT NULL REFERENCES tasks(key),
+        position INTEGER NOT NULL,
+        finished_at REAL,
+        PRIMARY KEY (run_id, task_key)
+    );
+    CREATE TABLE attempts (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        task_key TEXT NOT NULL,
+        sample INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        llm_call_id INTEGER REFERENCES llm_calls(id),
+        verdict_id INTEGER REFERENCES verdicts(id),
+        status TEXT NOT NULL,
+        speedup REAL,
+        feedback TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        UNIQUE (run_id, task_key, sample, turn)
+    );
+    """,
 ]

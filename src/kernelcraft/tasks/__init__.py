@@ -10,6 +10,7 @@ from .loader import (
     task_from_source,
 )
 from .model import Task, TaskMeta
+from .user_module import task_from_module
 
 __all__ = [
     "EXAMPLES_SUITE",
@@ -20,5 +21,6 @@ __all__ = [
     "load_suite",
     "load_task_file",
     "resolve_task",
+    "task_from_module",
     "task_from_source",
 ]

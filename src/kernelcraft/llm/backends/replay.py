@@ -1,15 +1,25 @@
-"""Answers from a JSONL file instead of an endpoint: reproduce a recorded run, or script a
-conversation. Each line is `{"text": ..., "usage": {...}}`, with `"key"` (a request's key) when
-it answers one request; lines without a key are served in order to requests no line names."""
+"""Answers without an endpoint: from a recorded run (its folder `<workspace>/runs/<run>`, whose
+`llm/` holds every prompt and reply) or from a JSONL file that scripts a conversation.
+
+A recorded run answers each request with the reply recorded for the same messages, sampling and
+sample index, whatever the model is called now. A JSONL line is `{"text": ..., "usage": {...}}`,
+with `"key"` (a request's key) when it answers one request; lines without a key are served in
+order to requests no line names."""
 
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import EndpointError, LLMError
-from ..types import ChatRequest, Completion, Usage
+from ..types import ChatRequest, Completion, Message, Sampling, Usage
+
+
+def _any_model(request: ChatRequest) -> str:
+    """The request's key with the model left out: a recorded run replays under any model name."""
+    return replace(request, model="").key()
 
 
 class Replay:
@@ -18,8 +28,26 @@ class Replay:
         self._keyed: dict[str, Completion] = {}
         self._queue: list[Completion] = []
         self._lock = threading.Lock()
-        if not self.path.is_file():
-            return
+        if self.path.is_dir():
+            self._load_run(self.path / "llm" if (self.path / "llm").is_dir() else self.path)
+        elif self.path.is_file():
+            self._load_jsonl()
+
+    def _load_run(self, folder: Path) -> None:
+        for prompt in sorted(folder.glob("*.prompt.json")):
+            reply = prompt.with_name(prompt.name.removesuffix(".prompt.json") + ".reply.md")
+            if not reply.is_file():
+                continue  # a failed call: nothing to replay
+            try:
+                d = json.loads(prompt.read_text())
+                request = ChatRequest(model=d["model"], messages=tuple(Message(**m) for m in d["messages"]),
+                                      sampling=Sampling(**d["sampling"]), sample=d["sample"])
+                usage = Usage(**d.get("usage", {}))
+            except (ValueError, KeyError, TypeError) as e:
+                raise EndpointError(f"{prompt}: not a recorded prompt ({e})") from None
+            self._keyed[_any_model(request)] = Completion(text=reply.read_text(), usage=usage, model=request.model)
+
+    def _load_jsonl(self) -> None:
         for n, line in enumerate(self.path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -35,13 +63,16 @@ class Replay:
                 self._queue.append(c)
 
     def check(self) -> None:
-        if not self.path.is_file():
-            raise EndpointError(f"no replay file at {self.path}")
+        if not self.path.exists():
+            raise EndpointError(f"no replay file or recorded run at {self.path}")
+        if not self._keyed and not self._queue:
+            raise EndpointError(f"{self.path} holds no replies to replay")
 
     def complete(self, request: ChatRequest, timeout: float) -> Completion:
         with self._lock:
-            if request.key() in self._keyed:
-                return self._keyed[request.key()]
+            for key in (request.key(), _any_model(request)):
+                if key in self._keyed:
+                    return self._keyed[key]
             if self._queue:
                 return self._queue.pop(0)
         raise LLMError(f"the replay file {self.path} has no answer left for this request")

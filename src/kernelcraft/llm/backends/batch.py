@@ -1,0 +1,242 @@
+"""Answers through files in a directory, for a provider's batch API (cheaper, slower) or for
+answering by hand. Concurrent requests are gathered into rounds; each round is written as JSONL
+in the OpenAI Batch API's input format, and replies are read from any other JSONL file in the
+directory in its output format, matched to requests by `custom_id` (the request key), so they
+can be put there in any order, under any name, while the run waits or before a later run resumes.
+
+- `round-NNNN.requests.jsonl`, written here, a line per request:
+  `{"custom_id": KEY, "method": "POST", "url": "/v1/chat/completions", "body": {"model": ..., "messages": [...], ...}}`
+- any other `*.jsonl`: replies, a line each:
+  `{"id": ..., "custom_id": KEY, "response": {"status_code": 200, "request_id": ..., "body": CHAT_COMPLETION}, "error": null}`
+
+One process per directory: round numbers are not reserved across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BatchPending, EndpointError, LLMError
+from ..types import ChatRequest, Completion, Usage
+
+REQUESTS_SUFFIX = ".requests.jsonl"
+_ROUND = re.compile(r"round-(\d+)\.requests\.jsonl")
+_FIRST_POLL_S = 0.05
+# Replies take minutes to hours to come; a long wait need not look at the directory more often.
+_MAX_POLL_S = 2.0
+
+
+@dataclass
+class _Reply:
+    where: str  # FILE:LINE, for messages
+    completion: Completion | None = None
+    error: str | None = None
+
+    def result(self) -> Completion:
+        if self.completion is None:
+            raise LLMError(f"{self.where}: the batch reply is an error: {self.error}")
+        return self.completion
+
+
+@dataclass
+class _File:
+    """What one JSONL file in the directory held when it had this (mtime, size) stamp."""
+
+    stamp: tuple[int, int]
+    replies: dict[str, _Reply] = field(default_factory=dict)
+    requests: set[str] = field(default_factory=set)
+    unreadable: int = 0  # lines that are not batch lines (or not yet whole ones)
+
+
+@dataclass
+class _Round:
+    closes_at: float
+    requests: dict[str, ChatRequest] = field(default_factory=dict)
+    full: threading.Event = field(default_factory=threading.Event)
+    written: threading.Event = field(default_factory=threading.Event)
+    files: dict[str, Path] = field(default_factory=dict)  # request key -> the requests file holding it
+    error: EndpointError | None = None
+
+
+def request_line(request: ChatRequest) -> dict[str, Any]:
+    """A request as a line of the OpenAI Batch API's input file."""
+    s = request.sampling
+    body: dict[str, Any] = {"model": request.model, "messages": [asdict(m) for m in request.messages],
+                            "temperature": s.temperature, "max_tokens": s.max_tokens}
+    # Unset options are left out rather than sent as null, which some providers refuse.
+    body.update({k: v for k, v in (("top_p", s.top_p), ("seed", s.seed)) if v is not None})
+    return {"custom_id": request.key(), "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+
+def _parse_reply(d: dict[str, Any], where: str) -> _Reply:
+    """A line of the OpenAI Batch API's output file; an error line, a status other than 200 or a
+    body that is no chat completion become an error reply."""
+    try:
+        if d.get("error"):
+            e = d["error"]
+            return _Reply(where, error=str(e.get("message") or e) if isinstance(e, dict) else str(e))
+        response = d["response"]
+        body = response.get("body") or {}
+        if response.get("status_code") != 200:
+            err = body.get("error") if isinstance(body, dict) else None
+            message = err.get("message") if isinstance(err, dict) else None
+            return _Reply(where, error=f"status {response.get('status_code')}: {message or body}")
+        choice = body["choices"][0]
+        u = body.get("usage") or {}
+        return _Reply(where, Completion(text=choice["message"]["content"] or "", finish_reason=choice.get("finish_reason"),
+                                        model=body.get("model") or "",
+                                        usage=Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)))
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        return _Reply(where, error=f"not a batch reply with a chat completion ({type(e).__name__}: {e})")
+
+
+class Batch:
+    """`batch:DIR[:NAME]`. Calls arriving within `window_s` of a round's first one (or until it
+    holds `round_size`) form the round; each call then waits up to `wait_s` for its reply and
+    raises BatchPending when none came. The client's per-call timeout does not apply."""
+
+    def __init__(self, directory: Path, *, window_s: float = 2.0, wait_s: float = 0.0, round_size: int = 8) -> None:
+        self.dir = Path(directory)
+        self.window_s = window_s
+        self.wait_s = wait_s
+        self.round_size = round_size
+        self._lock = threading.Lock()  # guards the file index, the open round and round writing
+        self._files: dict[Path, _File] = {}
+        self._open: _Round | None = None
+
+    def check(self) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            probe = self.dir / f".check.{os.getpid()}.tmp"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise EndpointError(f"cannot write to the batch directory {self.dir}: {e.strerror or e}") from None
+
+    def complete(self, request: ChatRequest, timeout: float) -> Completion:
+        key = request.key()
+        with self._lock:
+            self._scan()
+            found = self._find(key)
+        if found is not None:  # answered in an earlier run's files: no new round
+            return found.result()
+        return self._await(key, self._join_round(key, request))
+
+    def _join_round(self, key: str, request: ChatRequest) -> Path:
+        """Add the request to the open round (opening one if none) and return, once the round is
+        written, the requests file that holds it."""
+        with self._lock:
+            r = self._open
+            leader = r is None
+            if r is None:
+                r = self._open = _Round(closes_at=time.monotonic() + self.window_s)
+            r.requests.setdefault(key, request)
+            if len(r.requests) >= self.round_size:
+                r.full.set()
+        if leader:
+            r.full.wait(max(0.0, r.closes_at - time.monotonic()))
+            with self._lock:
+                self._open = None  # later calls open the next round
+                try:
+                    r.files = self._write_round(r.requests)
+                except OSError as e:
+                    r.error = EndpointError(f"cannot write the batch round to {self.dir}: {e.strerror or e}")
+                finally:  # never leave the round's other calls waiting
+                    r.written.set()
+        else:
+            r.written.wait()
+        if r.error is not None:
+            raise r.error
+        return r.files[key]
+
+    def _write_round(self, requests: dict[str, ChatRequest]) -> dict[str, Path]:
+        """Write the requests no requests file holds yet as the next round (to a temporary name,
+        then renamed, so a reader never sees half a file); with the lock held."""
+        self._scan()
+        files = {key: path for key in requests for path, f in self._files.items() if key in f.requests}
+        new = [q for key, q in requests.items() if key not in files]
+        if not new:  # all asked in an earlier run, whose replies are still out
+            return files
+        number = 1 + max((int(m.group(1)) for p in self._files if (m := _ROUND.fullmatch(p.name))), default=0)
+        path = self.dir / f"round-{number:04d}{REQUESTS_SUFFIX}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text("".join(json.dumps(request_line(q)) + "\n" for q in new))
+        tmp.replace(path)
+        return files | {q.key(): path for q in new}
+
+    def _await(self, key: str, held_in: Path) -> Completion:
+        deadline = time.monotonic() + self.wait_s
+        pause = _FIRST_POLL_S
+        while True:
+            with self._lock:
+                self._scan()
+                found = self._find(key)
+                if found is None and time.monotonic() >= deadline:
+                    raise BatchPending(self._pending_message(held_in), str(held_in))
+            if found is not None:
+                return found.result()
+            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(2 * pause, _MAX_POLL_S)
+
+    def _scan(self) -> None:
+        """Bring the index of the directory's JSONL files up to date, reading only changed files."""
+        files = {}
+        for path in sorted(self.dir.glob("*.jsonl")):
+            try:
+                st = path.stat()
+            except OSError:  # removed since listed
+                continue
+            stamp = (st.st_mtime_ns, st.st_size)
+            known = self._files.get(path)
+            files[path] = known if known is not None and known.stamp == stamp else self._read(path, stamp)
+        self._files = files
+
+    @staticmethod
+    def _read(path: Path, stamp: tuple[int, int]) -> _File:
+        f = _File(stamp)
+        try:
+            lines = path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError):
+            f.unreadable = 1
+            return f
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError:
+                d = None
+            key = d.get("custom_id") if isinstance(d, dict) else None
+            if not isinstance(key, str):
+                f.unreadable += 1
+            elif path.name.endswith(REQUESTS_SUFFIX):
+                f.requests.add(key)
+            elif key not in f.replies or f.replies[key].completion is None:
+                f.replies[key] = _parse_reply(d, f"{path.name}:{n}")
+        return f
+
+    def _find(self, key: str) -> _Reply | None:
+        """The reply to `key` in any file; a completion wins over an error, so re-asking the
+        failed requests and dropping in the new replies is enough."""
+        best = None
+        for f in self._files.values():
+            r = f.replies.get(key)
+            if r is not None and (best is None or best.completion is None):
+                best = r
+        return best
+
+    def _pending_message(self, held_in: Path) -> str:
+        asked = self._files[held_in].requests if held_in in self._files else set()
+        waiting = sum(1 for key in asked if self._find(key) is None)
+        message = (f"{waiting} of the {len(asked)} requests in {held_in} have no reply yet: have them answered "
+                   f"(a provider's batch API takes the file as it is, or answer by hand), put the replies JSONL "
+                   f"(OpenAI batch output format) in {self.dir}, and run again to resume")
+        skipped = [f"{p.name} ({f.unreadable})" for p, f in self._files.items() if f.unreadable]
+        return message + (f"; lines that are no batch lines were skipped in {', '.join(skipped)}" if skipped else "")

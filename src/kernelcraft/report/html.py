@@ -1,0 +1,87 @@
+"""The run report: one self-contained HTML file (inline CSS and SVG, no script, nothing fetched)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from ..store import Store
+from . import plots
+from .metrics import FAST_P
+from .run_data import CallTotals, RunReport, load_run
+
+REPORT_NAME = "report.html"
+DASH = "\u2013"
+
+
+def speedup_text(x: float | None) -> str:
+    return f"{x:.2f}x" if x is not None else DASH
+
+
+def percent_text(x: float | None) -> str:
+    return f"{x:.0%}" if x is not None else DASH
+
+
+def ms_text(x: float | None) -> str:
+    return f"{x:#.4g} ms" if x is not None else DASH
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def cost_text(usage: CallTotals) -> str:
+    """Dollars, or "unknown" when no call had a price; calls without a price are counted beside a partial sum."""
+    if usage.cost_usd is None:
+        return "unknown" if usage.unpriced_calls else "$0"
+    text = f"${usage.cost_usd:,.2f}" if usage.cost_usd >= 1 else f"${usage.cost_usd:.4g}"
+    return text + (f" + {usage.unpriced_calls} unpriced calls" if usage.unpriced_calls else "")
+
+
+def duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def time_text(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("kernelcraft.report", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(x=speedup_text, pct=percent_text, ms=ms_text, cost=cost_text, duration=duration_text,
+                       time=time_text, counted=counted)
+    env.globals["DASH"] = DASH
+    return env
+
+
+def render_report(report: RunReport) -> str:
+    """The report as an HTML document: header, summary, the three plots, a table of tasks, and per task the best
+    kernel's source, its verdict and the trajectory of attempts."""
+    speedups = report.best_speedups
+    figures = {
+        "fast_p": Markup(plots.fast_p_curve(speedups, report.summary.total)),
+        "distribution": Markup(plots.speedup_histogram(speedups)),
+        "turns": Markup(plots.turn_curve(report.turns, report.summary.total)),
+    }
+    return _env().get_template("run_report.html.j2").render(r=report, s=report.summary, fast_p=FAST_P, figures=figures)
+
+
+def write_report(store: Store, run_id: str, out: Path | None = None) -> Path:
+    """Render run `run_id` to `out` (default `<workspace>/runs/<run_id>/report.html`) and return the path."""
+    path = Path(out) if out is not None else store.workspace / "runs" / run_id / REPORT_NAME
+    html = render_report(load_run(store, run_id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+    return path

@@ -1,0 +1,197 @@
+"""One optimization run gathered from the store into plain dataclasses for the HTML report.
+
+Nothing here measures: every number is a verdict, an attempt or a model call the store recorded."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..judge import Verdict
+from ..search import OptimizeConfig, best_attempt
+from ..store import AttemptRow, LLMCallRow, RunRow, Store
+from .metrics import Summary, TaskOutcome, summarize
+
+CORRECT = "correct"
+
+
+@dataclass(frozen=True)
+class CallTotals:
+    """What a set of model calls used: tokens, money and time."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None  # the sum over priced calls; None when no call had a price
+    unpriced_calls: int = 0  # calls that got a reply but whose model had no known price
+    latency_s: float = 0.0
+
+    @classmethod
+    def of(cls, rows: list[LLMCallRow]) -> "CallTotals":
+        priced = [r.cost_usd for r in rows if r.cost_usd is not None]
+        return cls(calls=len(rows), prompt_tokens=sum(r.prompt_tokens for r in rows),
+                   completion_tokens=sum(r.completion_tokens for r in rows),
+                   cost_usd=sum(priced) if priced else None,
+                   # a failed call has no reply and so no cost: it leaves the total exact
+                   unpriced_calls=sum(1 for r in rows if r.cost_usd is None and r.error is None),
+                   latency_s=sum(r.latency_s or 0.0 for r in rows))
+
+
+@dataclass(frozen=True)
+class AttemptReport:
+    """One turn of one sample: its status, effective speedup, feedback, and the verdict when the judge ran."""
+
+    sample: int
+    turn: int
+    status: str  # a verdict status, or "parse_failed"
+    speedup: float | None  # effective speedup of a correct candidate
+    feedback: str
+    verdict_id: int | None
+    verdict: Verdict | None
+    llm_call_id: int | None
+    created_at: float
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT and self.speedup is not None
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """One task of the run: every attempt, the best correct one (or None) and what the model calls cost."""
+
+    key: str
+    name: str
+    level: int | None
+    finished: bool
+    attempts: list[AttemptReport]
+    best: AttemptReport | None
+    best_source: str | None
+    reference_source: str
+    usage: CallTotals
+    compile_ratio: float | None  # torch.compile time / eager time, where both baselines were recorded
+
+    @property
+    def anchor(self) -> str:
+        """An HTML id for this task's section."""
+        return "task-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in self.key)
+
+    @property
+    def correct_attempts(self) -> int:
+        return sum(1 for a in self.attempts if a.correct)
+
+    def outcome(self) -> TaskOutcome:
+        return TaskOutcome(self.key, self.level, self.best is not None, self.best.speedup if self.best else None,
+                           self.compile_ratio)
+
+
+@dataclass(frozen=True)
+class TurnPoint:
+    """The state of the run after turn `turn` on every task."""
+
+    turn: int
+    geomean: float | None  # geometric mean of each solved task's best speedup at turns <= turn
+    solved: int  # tasks with a correct candidate at turns <= turn
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Everything the HTML report shows about one run."""
+
+    run: RunRow
+    config: OptimizeConfig | None  # None for a run of another kind
+    model: str
+    tasks: list[TaskReport]
+    summary: Summary
+    turns: list[TurnPoint]
+    usage: CallTotals
+    wall_s: float | None  # started to finished, or to the last attempt of an unfinished run
+
+    @property
+    def finished(self) -> bool:
+        return self.run.finished_at is not None
+
+    @property
+    def strategy(self) -> str:
+        return self.config.search.strategy if self.config else ""
+
+    @property
+    def device(self) -> str:
+        return self.config.device if self.config else ""
+
+    @property
+    def best_speedups(self) -> list[float]:
+        """The best effective speedup of every task that has a correct candidate, in task order."""
+        return [t.best.speedup for t in self.tasks if t.best is not None and t.best.speedup is not None]
+
+
+def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
+    """Best speedup so far by turn, over the tasks solved by then."""
+    turns = {a.turn for t in tasks for a in t.attempts}
+    if not turns:
+        return []
+    points = []
+    for turn in range(min(turns), max(turns) + 1):
+        bests = [b.speedup for b in (best_attempt([a for a in t.attempts if a.turn <= turn]) for t in tasks)
+                 if b is not None and b.speedup is not None]
+        geomean = math.exp(sum(math.log(s) for s in bests) / len(bests)) if bests else None
+        points.append(TurnPoint(turn=turn, geomean=geomean, solved=len(bests)))
+    return points
+
+
+def _attempt(store: Store, row: AttemptRow) -> AttemptReport:
+    return AttemptReport(sample=row.sample, turn=row.turn, status=row.status, speedup=row.speedup, feedback=row.feedback,
+                         verdict_id=row.verdict_id, verdict=store.verdict(row.verdict_id) if row.verdict_id else None,
+                         llm_call_id=row.llm_call_id, created_at=row.created_at)
+
+
+def _compile_ratio(store: Store, task_key: str, attempts: list[AttemptReport]) -> float | None:
+    """compile/eager from the baselines of the device the task's verdicts ran on, as `eval-suite` does."""
+    names = [str(a.verdict.env.get("device_name", "")) for a in attempts if a.verdict is not None]
+    if not names:
+        return None
+    base = store.baselines(task_key, names[-1])
+    if "compile" in base and "eager" in base:
+        return base["compile"].median_ms / base["eager"].median_ms
+    return None
+
+
+def _config(args: dict[str, Any]) -> OptimizeConfig | None:
+    try:
+        return OptimizeConfig.model_validate(args)
+    except ValidationError:
+        return None
+
+
+def _model(config: OptimizeConfig | None, calls: list[LLMCallRow]) -> str:
+    if config is not None:
+        return config.llm.model
+    return ", ".join(sorted({c.model for c in calls})) or "unknown"
+
+
+def load_run(store: Store, run_id: str) -> RunReport:
+    """Gather run `run_id` from `store`: its tasks in order, each with attempts, verdicts and best candidate, the
+    suite metrics over all of them (a task with no correct candidate counts as not fast), and the model usage.
+
+    Raises KeyError when the store has no such run."""
+    run = store.run(run_id)
+    calls = store.llm_calls(run_id=run_id)
+    tasks = []
+    for row in store.run_tasks(run_id):
+        attempts = [_attempt(store, a) for a in store.attempts(run_id, row.task_key)]
+        best = best_attempt(attempts)
+        tasks.append(TaskReport(
+            key=row.task_key, name=row.name, level=row.level, finished=row.finished_at is not None, attempts=attempts,
+            best=best, best_source=store.candidate_source(best.verdict_id) if best and best.verdict_id else None,
+            reference_source=store.task_source(row.task_key),
+            usage=CallTotals.of([c for c in calls if c.task_key == row.task_key]),
+            compile_ratio=_compile_ratio(store, row.task_key, attempts)))
+    last = max((a.created_at for t in tasks for a in t.attempts), default=None)
+    end = run.finished_at if run.finished_at is not None else last
+    config = _config(run.args)
+    return RunReport(run=run, config=config, model=_model(config, calls), tasks=tasks,
+                     summary=summarize("run", [t.outcome() for t in tasks]), turns=turn_series(tasks),
+                     usage=CallTotals.of(calls), wall_s=end - run.started_at if end is not None else None)

@@ -1,0 +1,141 @@
+"""An optimization run: every task of a target through one strategy, tasks side by side, every
+attempt in the store, the best kernel of each task written as a file a user can import. A run
+stopped by its budget, a batch waiting for replies, or an interrupt is continued by `resume`,
+which skips finished tasks and finished turns."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..agents import Coder
+from ..judge import DeviceDescription, JudgeConfig, LocalPool
+from ..llm import LLMClient, Spend
+from ..store import AttemptRow, Store
+from ..tasks import Task
+from .config import OptimizeConfig
+from .strategy import STRATEGIES, CallLog, RunStopped, SearchEvent, TaskContext, TaskFailed, best_attempt
+
+RUN_KIND = "optimize"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: Task
+    best: AttemptRow | None  # None: no correct candidate
+    best_file: Path | None
+    attempts: int
+    finished: bool
+    error: str | None = None  # the task itself could not be run
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    tasks: list[TaskResult]
+    stopped: str | None  # why the run stopped before finishing every task, or None
+    spend: Spend
+    out_dir: Path
+
+
+def module_name(task: Task) -> str:
+    """A file name for a task's best kernel that is also an importable module name."""
+    return re.sub(r"\W", "_", task.key).strip("_") or "task"
+
+
+class Optimizer:
+    def __init__(self, config: OptimizeConfig, store: Store, client: LLMClient, pool: LocalPool,
+                 device: DeviceDescription, emit: Callable[[SearchEvent], None] = lambda e: None) -> None:
+        if config.search.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {config.search.strategy!r}: use one of {', '.join(sorted(STRATEGIES))}")
+        self.config = config
+        self.store = store
+        self.client = client
+        self.pool = pool
+        self.device = device
+        self.emit = emit
+        self.judge_config = JudgeConfig().with_overrides(config.judge)
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+
+    def start(self, tasks: list[Task]) -> str:
+        """A new run in the store, with its configuration (what `resume` reads back) and tasks."""
+        run_id = self.store.start_run(RUN_KIND, self.config.model_dump(mode="json"))
+        self.store.add_run_tasks(run_id, tasks)
+        return run_id
+
+    def out_dir(self, run_id: str) -> Path:
+        return Path(self.config.out) if self.config.out else self.store.workspace / "runs" / run_id / "best"
+
+    def run(self, run_id: str, tasks: list[Task]) -> RunResult:
+        """Run (or continue) `run_id` over `tasks`. On KeyboardInterrupt nothing more is recorded
+        and the interrupt propagates; every attempt recorded before it stays."""
+        calls = CallLog(self.store, run_id)
+        self.client.on_call = calls
+        coder = Coder(self.client, self.config.search.language, self.device)
+        finished = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
+        errors: dict[str, str] = {}
+        stopped: str | None = None
+        executor = ThreadPoolExecutor(max_workers=self.client.config.concurrency, thread_name_prefix="kc-task")
+        try:
+            futures: dict[Future[None], Task] = {
+                executor.submit(self._task, self._context(t, run_id, coder, calls)): t for t in tasks if t.key not in finished}
+            wait(futures)
+        except BaseException:
+            self.abort.set()
+            self.stop.set()
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+        executor.shutdown()
+        for future, task in futures.items():
+            e = future.exception()
+            if isinstance(e, RunStopped):
+                stopped = stopped or str(e)
+            elif isinstance(e, TaskFailed):
+                errors[task.key] = str(e)
+            elif e is not None:
+                raise e
+        if stopped is None:
+            self.store.finish_run(run_id)
+        done = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
+        results = [self._result(run_id, t, t.key in done, errors.get(t.key)) for t in tasks]
+        return RunResult(run_id, results, stopped, self.client.spend, self.out_dir(run_id))
+
+    def _context(self, task: Task, run_id: str, coder: Coder, calls: CallLog) -> TaskContext:
+        atol, rtol = self.judge_config.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
+        return TaskContext(task=task, run_id=run_id, config=self.config.search, coder=coder, store=self.store,
+                           pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
+                           stop=self.stop, abort=self.abort, atol=atol, rtol=rtol)
+
+    def _task(self, ctx: TaskContext) -> None:
+        try:
+            STRATEGIES[self.config.search.strategy]().run(ctx)
+        except TaskFailed as e:
+            self.store.finish_run_task(ctx.run_id, ctx.task.key)
+            ctx.emit(SearchEvent("task_done", ctx.task.key, message=str(e)))
+            raise
+        self.store.finish_run_task(ctx.run_id, ctx.task.key)
+        result = self._result(ctx.run_id, ctx.task, True, None)
+        ctx.emit(SearchEvent("task_done", ctx.task.key, speedup=result.best.speedup if result.best else None))
+
+    def _result(self, run_id: str, task: Task, finished: bool, error: str | None) -> TaskResult:
+        attempts = self.store.attempts(run_id, task.key)
+        best = best_attempt(attempts)
+        path = self._write_best(run_id, task, best) if best is not None else None
+        return TaskResult(task, best, path, len(attempts), finished, error)
+
+    def _write_best(self, run_id: str, task: Task, best: AttemptRow) -> Path:
+        assert best.verdict_id is not None  # a correct attempt always has its verdict
+        verdict = self.store.verdict(best.verdict_id)
+        band = f" (noise band {verdict.speedup_band[0]:.2f}-{verdict.speedup_band[1]:.2f}x)" if verdict.speedup_band else ""
+        header = (f"# kernelcraft: the best kernel found for {task.key}: {best.speedup:.2f}x{band} against PyTorch eager\n"
+                  f"# on {verdict.env.get('device_name', self.device.name)}; verdict {best.verdict_id} of run {run_id} "
+                  f"(sample {best.sample}, turn {best.turn}). Use: from {module_name(task)} import ModelNew\n")
+        path = self.out_dir(run_id) / f"{module_name(task)}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + self.store.candidate_source(best.verdict_id))
+        return path

@@ -1,0 +1,166 @@
+"""The batch backend: rounds of requests written as OpenAI batch input files, replies read from
+OpenAI batch output files dropped in the same directory, by a thread that answers by hand."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelcraft.llm import (BatchPending, ChatReply, EndpointError, LLMClient, LLMConfig, LLMError, Message, Price,
+                             make_client)
+
+
+def ask(i: int) -> list[Message]:
+    return [Message("system", "you write kernels"), Message("user", f"task {i}")]
+
+
+def client_for(directory: Path, **cfg: Any) -> LLMClient:
+    return make_client(LLMConfig.from_spec(f"batch:{directory}:gpt-batch", **cfg))
+
+
+def reply_line(custom_id: str, text: str, prompt: int = 10, completion: int = 5) -> dict[str, Any]:
+    """A line of an OpenAI batch output file."""
+    return {"id": f"batch_req_{custom_id[:8]}", "custom_id": custom_id, "error": None,
+            "response": {"status_code": 200, "request_id": "req_1", "body": {
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-batch-2025",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}}}
+
+
+def write_jsonl(path: Path, lines: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def requests_in(directory: Path) -> dict[str, list[dict[str, Any]]]:
+    return {p.name: [json.loads(line) for line in p.read_text().splitlines()]
+            for p in sorted(directory.glob("*.requests.jsonl"))}
+
+
+def hand_answerer(directory: Path, answer: Callable[[dict[str, Any]], str]) -> threading.Thread:
+    """Waits for the first requests file, then writes a reply for each of its lines."""
+    def run() -> None:
+        for _ in range(250):
+            for path in directory.glob("round-*.requests.jsonl"):
+                lines = [json.loads(line) for line in path.read_text().splitlines()]
+                write_jsonl(path.with_name(path.name.replace(".requests", ".replies")),
+                            [reply_line(q["custom_id"], answer(q["body"])) for q in lines])
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def chat_concurrently(client: LLMClient, prompts: list[list[Message]]) -> list[ChatReply | BaseException]:
+    results: list[ChatReply | BaseException] = [ValueError("no result")] * len(prompts)
+
+    def one(i: int) -> None:
+        try:
+            results[i] = client.chat(client.request(prompts[i]))
+        except Exception as e:  # noqa: BLE001 - handed to the test
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return results
+
+
+def test_concurrent_calls_form_one_round_that_a_hand_answerer_replies_to(tmp_path: Path) -> None:
+    client = client_for(tmp_path, batch_window_s=0.5, batch_wait_s=5, max_tokens=777,
+                        prices={"gpt-batch*": Price(input=1.0, output=2.0)})
+    client.check()
+    answerer = hand_answerer(tmp_path, lambda body: f"kernel for {body['messages'][-1]['content']}")
+    replies = chat_concurrently(client, [ask(i) for i in range(3)])
+    answerer.join(5)
+    assert [r.text for r in replies] == ["kernel for task 0", "kernel for task 1", "kernel for task 2"]  # type: ignore[union-attr]
+    r = replies[0]
+    assert isinstance(r, ChatReply) and (r.usage.prompt_tokens, r.usage.completion_tokens) == (10, 5)
+    assert r.model == "gpt-batch-2025" and r.finish_reason == "stop" and r.cost_usd == pytest.approx(20 / 1e6)
+    assert client.spend.tokens == 45
+    ((name, lines),) = requests_in(tmp_path).items()  # one round, one file
+    assert name == "round-0001.requests.jsonl" and len(lines) == 3
+    keys = {client.request(ask(i)).key(): i for i in range(3)}
+    for line in lines:
+        i = keys[line["custom_id"]]
+        assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+        assert line["body"] == {"model": "gpt-batch", "temperature": 1.0, "max_tokens": 777, "messages": [
+            {"role": "system", "content": "you write kernels"}, {"role": "user", "content": f"task {i}"}]}
+
+
+def test_a_full_round_is_written_without_waiting_out_the_window(tmp_path: Path) -> None:
+    client = client_for(tmp_path, concurrency=2, batch_window_s=60, batch_wait_s=0)
+    started = time.monotonic()
+    results = chat_concurrently(client, [ask(0), ask(1)])
+    assert time.monotonic() - started < 3
+    assert all(isinstance(r, BatchPending) for r in results)
+    assert [len(lines) for lines in requests_in(tmp_path).values()] == [2]
+
+
+def test_without_waiting_the_run_stops_with_batch_pending_and_resumes_from_the_replies(tmp_path: Path) -> None:
+    records: list[Any] = []
+    config = LLMConfig.from_spec(f"batch:{tmp_path / 'exchange'}", batch_window_s=0.05, batch_wait_s=0)
+    first = make_client(config, on_call=records.append)
+    with pytest.raises(BatchPending) as caught:
+        first.chat(first.request(ask(0)))
+    requests_file = tmp_path / "exchange" / "round-0001.requests.jsonl"
+    message = str(caught.value)
+    assert str(requests_file) in message and "1 of the 1 requests" in message and "run again to resume" in message
+    assert caught.value.requests_file == str(requests_file) and "gave up" not in message  # not retried
+    (line,) = requests_in(tmp_path / "exchange")["round-0001.requests.jsonl"]
+    assert line["body"]["model"] == "batch"  # `batch:DIR` without a name
+
+    # Run again before the reply is in: the same file is named, no second round is written.
+    again = make_client(config)
+    with pytest.raises(BatchPending, match="round-0001.requests.jsonl"):
+        again.chat(again.request(ask(0)))
+    assert list(requests_in(tmp_path / "exchange")) == ["round-0001.requests.jsonl"]
+
+    # The provider's output file, under its own name, beside another with lines for other requests.
+    write_jsonl(tmp_path / "exchange" / "batch_6a1f_output.jsonl", [reply_line(line["custom_id"], "resumed", 3, 4)])
+    write_jsonl(tmp_path / "exchange" / "other.jsonl", [reply_line("someone-else", "not ours")])
+    resumed = make_client(config)
+    reply = resumed.chat(resumed.request(ask(0)))
+    assert reply.text == "resumed" and reply.usage.total == 7 and not reply.cached
+    assert list(requests_in(tmp_path / "exchange")) == ["round-0001.requests.jsonl"]
+    with pytest.raises(BatchPending, match="round-0002.requests.jsonl"):  # a new question is a new round
+        resumed.chat(resumed.request(ask(1)))
+    assert records[0].reply is None and "no reply yet" in records[0].error
+
+
+def test_an_error_reply_fails_the_call_until_a_good_reply_comes(tmp_path: Path) -> None:
+    client = client_for(tmp_path, batch_wait_s=0)
+    bad, refused, good = (client.request(ask(i)) for i in range(3))
+    write_jsonl(tmp_path / "first.jsonl", [
+        {"id": "b1", "custom_id": bad.key(), "response": None,
+         "error": {"code": "batch_expired", "message": "This request could not be executed before the deadline"}},
+        {"id": "b2", "custom_id": refused.key(), "error": None,
+         "response": {"status_code": 400, "request_id": "r", "body": {"error": {"message": "max_tokens is too large"}}}},
+        {"id": "b3", "custom_id": good.key(), "error": None, "response": {"status_code": 200, "body": {"choices": []}}},
+    ])
+    with pytest.raises(LLMError, match=r"first.jsonl:1: the batch reply is an error: This request could not be executed"):
+        client.chat(bad)
+    with pytest.raises(LLMError, match=r"first.jsonl:2: .*status 400: max_tokens is too large"):
+        client.chat(refused)
+    with pytest.raises(LLMError, match=r"first.jsonl:3: .*not a batch reply with a chat completion"):
+        client.chat(good)
+    write_jsonl(tmp_path / "retried.jsonl", [reply_line(bad.key(), "second time lucky")])
+    assert client.chat(bad).text == "second time lucky"
+    assert not requests_in(tmp_path)  # every request had a reply: no round was written
+
+
+def test_the_directory_must_be_writable(tmp_path: Path) -> None:
+    client_for(tmp_path / "new" / "dir").check()
+    assert (tmp_path / "new" / "dir").is_dir()
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(EndpointError, match="cannot write to the batch directory"):
+        client_for(tmp_path / "a-file" / "dir").check()

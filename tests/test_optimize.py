@@ -1,0 +1,254 @@
+"""`kernelcraft optimize` end to end on CPU: a real fake endpoint on loopback answering through the
+openai SDK, the real judge, the store, best-kernel files and the report; resume after a budget
+stop and after a kill; bad endpoints stop before any task starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelcraft.llm import Message
+from kernelcraft.search import Exchange, best_attempt, module_name, trimmed_history
+from kernelcraft.store import AttemptRow
+from kernelcraft.tasks import TaskError, resolve_task, task_from_module
+
+from .conftest import CANDIDATES
+from .fake_openai import FakeOpenAI, Step
+from .test_cli import FAST_TOML, kc, one_line_error
+
+PROSE = "I would fuse these operations into one kernel, but I am not sure how yet."
+
+
+def _fenced(source: str) -> str:
+    return f"Here is a fused kernel.\n\n```python\n{source}```\n"
+
+
+def _wrong(source: str, result: str) -> str:
+    """A candidate that computes something else: the right kernels, the result scaled by 1.5."""
+    assert f"return {result}" in source
+    return source.replace(f"return {result}", f"return 1.5 * {result}")
+
+
+def _turn(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m["role"] == "assistant")
+
+
+def _task_of(messages: list[dict[str, Any]]) -> str:
+    text = messages[1]["content"]
+    for name in ("LeakyReLU", "Mean of squares", "Softmax over each row"):
+        if name in text:
+            return name
+    raise AssertionError(f"unknown task in prompt: {text[:200]}")
+
+
+LEAKY = (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text()
+ROWMS = (CANDIDATES / "cpu" / "row_mean_square.py").read_text()
+SOFTMAX = (CANDIDATES / "cpu" / "softmax_rows.py").read_text()
+BROKEN_CPP = LEAKY.replace("const float v = in[i];", "const float v = in[i]").replace("kc_cpu_leaky_relu_clamp", "kc_cpu_broken")
+SCRIPT = {  # per task, the reply at each turn: does not compile / wrong / no code, then correct
+    "LeakyReLU": [_fenced(BROKEN_CPP), _fenced(_wrong(LEAKY, "_ext.leaky_relu_clamp(")), _fenced(LEAKY)],
+    "Mean of squares": [_fenced(_wrong(ROWMS, "out.view(")), _fenced(ROWMS), _fenced(ROWMS)],
+    "Softmax over each row": [PROSE, _fenced(SOFTMAX), _fenced(SOFTMAX)],
+}
+
+
+def _scripted(messages: list[dict[str, Any]]) -> str:
+    return SCRIPT[_task_of(messages)][_turn(messages)]
+
+
+def _db(tmp_path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(tmp_path / "ws" / "kernelcraft.db")
+
+
+def test_optimize_three_tasks_end_to_end(tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "suite").mkdir()
+    for name in ("leaky_relu_clamp", "row_mean_square", "softmax_rows"):
+        (tmp_path / "suite" / f"{name}.py").write_text(resolve_task(name).source)
+    with FakeOpenAI(models=["fake-coder"], responder=_scripted) as srv:
+        p = kc("optimize", "suite", "--model", "fake-coder", "--base-url", srv.url, "--device", "cpu", "--samples", "1",
+               "--turns", "3", "--price", "fake-*=1,2", "--config", "fast.toml", "--workers", "2", "--json",
+               cwd=tmp_path, cache=cache_dir)
+        requests = list(srv.requests)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    by_task = {t["task"]: t for t in out["tasks"]}
+    assert set(by_task) == {"leaky_relu_clamp", "row_mean_square", "softmax_rows"}
+    for t in by_task.values():  # every task ends with its correct kernel chosen, after three turns
+        assert t["speedup"] is not None and t["attempts"] == 3 and t["finished"], t
+    # the judge's feedback reaches the next turn: the compiler's error, then the mismatch
+    leaky = sorted((r["messages"] for r in requests if _task_of(r["messages"]) == "LeakyReLU"), key=_turn)
+    assert [_turn(m) for m in leaky] == [0, 1, 2]
+    assert "build_failed" in leaky[1][-1]["content"] and "error" in leaky[1][-1]["content"]
+    assert "incorrect" in leaky[2][-1]["content"] and leaky[2][1]["content"] == leaky[0][1]["content"]
+    soft = sorted((r["messages"] for r in requests if _task_of(r["messages"]) == "Softmax over each row"), key=_turn)
+    assert "could not be used" in soft[1][-1]["content"]
+    # the best kernel is the correct one, written as an importable file
+    best = Path(by_task["leaky_relu_clamp"]["file"])
+    assert best.name == "leaky_relu_clamp.py" and best.read_text().endswith(LEAKY)
+    assert best.read_text().startswith("# kernelcraft: the best kernel found for leaky_relu_clamp")
+    # cost counted per call and in total
+    assert out["spend"]["calls"] == 9 and out["spend"]["cost_usd"] > 0
+    with _db(tmp_path) as c:
+        costs = [r[0] for r in c.execute("SELECT cost_usd FROM llm_calls")]
+        statuses = dict(c.execute("SELECT status, count(*) FROM attempts GROUP BY status").fetchall())
+    assert len(costs) == 9 and all(x > 0 for x in costs)
+    assert abs(sum(costs) - out["spend"]["cost_usd"]) < 1e-9
+    assert statuses["build_failed"] == 1 and statuses["incorrect"] == 2 and statuses["parse_failed"] == 1
+    # one verdict per distinct source: a repeated kernel is not judged twice
+    with _db(tmp_path) as c:
+        assert c.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 6
+    report = Path(out["report"])
+    html = report.read_text()
+    assert report.is_file() and all(k in html for k in by_task)
+
+
+def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    with FakeOpenAI(models=["fake-coder"]) as srv:
+        srv.script = [Step(text=PROSE, delay_s=0.4) for _ in range(40)]
+        env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws")}
+        proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "optimize", "row_mean_square", "--model", "fake-coder",
+                                 "--base-url", srv.url, "--device", "cpu", "--samples", "2", "--turns", "3",
+                                 "--config", "fast.toml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        count = 0
+        while time.monotonic() < deadline and proc.poll() is None and count < 2:
+            time.sleep(0.2)
+            if (tmp_path / "ws" / "kernelcraft.db").exists():
+                with _db(tmp_path) as c:
+                    count = c.execute("SELECT count(*) FROM attempts").fetchone()[0] if _has_attempts(c) else 0
+        assert count >= 2 and proc.poll() is None, "the run finished or stalled before it could be killed"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+        with _db(tmp_path) as c:
+            (run_id,) = c.execute("SELECT id FROM runs").fetchone()
+            before = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        assert before < 6
+        p = kc("optimize", "--resume", run_id, "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    (task,) = out["tasks"]
+    assert task["speedup"] is None and task["attempts"] == 6 and task["finished"]
+    with _db(tmp_path) as c:
+        rows = c.execute("SELECT sample, turn, status FROM attempts ORDER BY sample, turn").fetchall()
+    assert rows == [(s, t, "parse_failed") for s in (0, 1) for t in (0, 1, 2)]
+    assert out["spend"]["calls"] == 6 - before  # the resumed run asked only for what was missing
+    assert "no correct candidate" in Path(out["report"]).read_text()
+
+
+def _has_attempts(c: sqlite3.Connection) -> bool:
+    return c.execute("SELECT count(*) FROM sqlite_master WHERE name='attempts'").fetchone()[0] == 1
+
+
+def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None:
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv:
+        args = ["optimize", "row_mean_square", "--model", "fake-coder", "--base-url", srv.url, "--device", "cpu",
+                "--samples", "1", "--turns", "4", "--concurrency", "1"]
+        p = kc(*args, "--budget-tokens", "100", cwd=tmp_path)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert "budget is spent" in p.stderr and "--resume" in p.stderr and "Traceback" not in p.stderr
+        with _db(tmp_path) as c:
+            (run_id,) = c.execute("SELECT id FROM runs").fetchone()
+            first = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        assert 1 <= first < 4
+        p = kc("optimize", "--resume", run_id, "--budget-tokens", "100000", "--json", cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert json.loads(p.stdout)["tasks"][0]["attempts"] == 4
+        assert len(srv.requests) == 4
+
+
+def test_a_users_module_is_a_task(tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "mymodel.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Rectifier(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.relu(x)\n\n\ndef example_inputs():\n    return [torch.randn(512, 1024)]\n")
+    relu = (Path(__file__).parent / "redteam" / "candidates" / "honest_relu_triton.py").read_text()
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: _fenced(relu)) as srv:
+        p = kc("optimize", "mymodel.py:Rectifier", "--inputs", "mymodel.py:example_inputs", "--model", "fake-coder",
+               "--base-url", srv.url, "--device", "cpu", "--samples", "1", "--turns", "1", "--config", "fast.toml",
+               "--out", "best", "--json", cwd=tmp_path, cache=cache_dir)
+        prompt = srv.requests[0]["messages"][1]["content"]
+    assert p.returncode == 0, p.stdout + p.stderr
+    (task,) = json.loads(p.stdout)["tasks"]
+    assert task["task"] == "user/mymodel.Rectifier" and task["speedup"] is not None
+    assert "class Rectifier" in prompt and "Model = Rectifier" in prompt
+    assert (tmp_path / "best" / "user_mymodel_Rectifier.py").is_file()
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--base-url", "http://127.0.0.1:9/v1"], "cannot reach"),
+    (["--model", "other-model"], "other-model"),
+])
+def test_a_bad_endpoint_fails_before_any_task(tmp_path: Path, extra: list[str], words: str) -> None:
+    with FakeOpenAI(models=["fake-coder"]) as srv:
+        args = ["optimize", "softmax_rows", "--model", "fake-coder", "--base-url", srv.url, "--device", "cpu", *extra]
+        line = one_line_error(kc(*args, cwd=tmp_path))
+        assert srv.requests == []
+    assert words in line.lower()
+    with _db(tmp_path) as c:
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_a_bad_key_fails_before_any_task(tmp_path: Path) -> None:
+    with FakeOpenAI(models=["fake-coder"], key="right") as srv:
+        p = subprocess.run([sys.executable, "-m", "kernelcraft.cli", "optimize", "softmax_rows", "--model", "fake-coder",
+                            "--base-url", srv.url, "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True,
+                           env={**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws"), "OPENAI_API_KEY": "wrong"})
+    assert "key" in one_line_error(p).lower()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["optimize", "softmax_rows"], "--model is required"),
+    (["optimize", "--model", "m"], "give a target"),
+    (["optimize", "softmax_rows", "--model", "m", "--strategy", "nope"], "unknown strategy"),
+    (["optimize", "softmax_rows", "--model", "m", "--turns", "0"], "turns"),
+    (["optimize", "mymodel.py:Net", "--model", "m"], "--inputs"),
+    (["optimize", "--resume", "nope"], "no run"),
+    (["report", "nope"], "no run"),
+])
+def test_optimize_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
+    (tmp_path / "mymodel.py").write_text("class Net:\n    pass\n")
+    assert words in one_line_error(kc(*args, cwd=tmp_path)).lower()
+
+
+def test_history_keeps_the_opening_and_the_latest_turns() -> None:
+    opening = [Message("system", "rules"), Message("user", "task")]
+    exchanges = [Exchange("a" * 4000, f"feedback {i}") for i in range(5)]
+    messages = trimmed_history(opening, exchanges, budget_tokens=2500, omitted_note=lambda n: f"({n} left out)")
+    assert messages[0] == opening[0] and messages[1].content == "task\n\n(3 left out)"
+    assert [m.content for m in messages[2:] if m.role == "user"] == ["feedback 3", "feedback 4"]
+    assert [m.role for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert trimmed_history(opening, exchanges[:1], budget_tokens=10, omitted_note=str)[-1].content == "feedback 0"
+
+
+def _row(sample: int, turn: int, status: str, speedup: float | None) -> AttemptRow:
+    return AttemptRow(0, "r", "t", sample, turn, None, None, status, speedup, "", 0.0)
+
+
+def test_best_attempt_is_the_fastest_correct_then_the_earliest() -> None:
+    rows = [_row(0, 0, "incorrect", None), _row(1, 2, "correct", 1.5), _row(0, 1, "correct", 1.5), _row(0, 2, "correct", 1.2)]
+    assert best_attempt(rows) is rows[2]
+    assert best_attempt([_row(0, 0, "parse_failed", None)]) is None
+
+
+def test_module_targets_are_checked_and_named(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("import torch\n\nclass Net(torch.nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n")
+    task = task_from_module(f"{tmp_path}/m.py:Net", f"{tmp_path}/m.py:get_inputs")
+    assert task.key == "user/m.Net" and "Model = Net" in task.source and "def get_init_inputs" in task.source
+    assert task.source.count("def get_inputs") == 1 and module_name(task) == "user_m_Net"
+    for model, inputs, words in [("m.py:Net", "m.py:get_inputs", "no such file"), (f"{tmp_path}/m.py:Nope", f"{tmp_path}/m.py:get_inputs", "no class"),
+                                 (f"{tmp_path}/m.py:Net", f"{tmp_path}/m.py:nope", "no function"), (f"{tmp_path}/m.py", "x", "PATH.py:NAME")]:
+        with pytest.raises(TaskError, match=words):
+            task_from_module(model, inputs)
