@@ -252,3 +252,25 @@ def test_module_targets_are_checked_and_named(tmp_path: Path) -> None:
                                  (f"{tmp_path}/m.py:Net", f"{tmp_path}/m.py:nope", "no function"), (f"{tmp_path}/m.py", "x", "PATH.py:NAME")]:
         with pytest.raises(TaskError, match=words):
             task_from_module(model, inputs)
+
+
+def test_batch_files_stop_the_run_until_the_replies_are_in(tmp_path: Path) -> None:
+    args = ["optimize", "row_mean_square", "--model", f"batch:{tmp_path / 'batch'}:fake-coder", "--device", "cpu",
+            "--samples", "2", "--turns", "2"]
+    p = kc(*args, cwd=tmp_path)
+    assert p.returncode == 3 and "round-0001.requests.jsonl" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    with _db(tmp_path) as c:
+        (run_id,) = c.execute("SELECT id FROM runs").fetchone()
+    for turn in (1, 2):
+        requests = tmp_path / "batch" / f"round-{turn:04d}.requests.jsonl"
+        lines = [json.loads(line) for line in requests.read_text().splitlines()]
+        assert len(lines) == 2 and all(q["url"] == "/v1/chat/completions" and q["body"]["model"] == "fake-coder" for q in lines)
+        replies = [{"custom_id": q["custom_id"], "error": None, "response": {"status_code": 200, "body": {
+            "object": "chat.completion", "model": "fake-coder", "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": PROSE}}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}}}
+            for q in lines]
+        (tmp_path / "batch" / f"answers-{turn}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in replies))
+        p = kc("optimize", "--resume", run_id, cwd=tmp_path)
+        assert p.returncode == (3 if turn == 1 else 0), p.stdout + p.stderr
+        with _db(tmp_path) as c:
+            assert c.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2 * turn

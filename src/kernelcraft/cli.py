@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -292,6 +293,11 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
 
 
 # -- optimize and report ----------------------------------------------------------------------
+def _default(model: type[BaseModel], field: str) -> Any:
+    """A flag's default is its configuration model's: one source of truth."""
+    return model.model_fields[field].default
+
+
 def _parse_prices(items: list[str]) -> dict[str, Price]:
     prices = {}
     for item in items:
@@ -405,17 +411,19 @@ def optimize_cmd(
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY)."),
     inputs: Optional[str] = typer.Option(None, "--inputs", help="path.py:fn making example forward inputs (module targets)."),
     init_inputs: Optional[str] = typer.Option(None, "--init-inputs", help="path.py:fn making constructor arguments."),
-    strategy: str = typer.Option("refine", "--strategy", help="Search strategy."),
-    turns: int = typer.Option(3, "--turns", help="Refinement turns per sample."),
-    samples: int = typer.Option(2, "--samples", help="Independent samples per task."),
-    language: str = typer.Option("cuda", "--language", help="cuda (load_inline) or triton."),
+    strategy: str = typer.Option(_default(SearchConfig, "strategy"), "--strategy", help="Search strategy."),
+    turns: int = typer.Option(_default(SearchConfig, "turns"), "--turns", help="Refinement turns per sample."),
+    samples: int = typer.Option(_default(SearchConfig, "samples"), "--samples", help="Independent samples per task."),
+    language: str = typer.Option(_default(SearchConfig, "language"), "--language", help="cuda (load_inline) or triton."),
+    history_tokens: int = typer.Option(_default(SearchConfig, "history_tokens"), "--history-tokens", help="Longest conversation shown to the model "
+                                                                       "(the task and the latest attempts that fit)."),
     budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", help="Stop the run after this many tokens."),
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop the run after this many dollars."),
     prices: list[str] = typer.Option([], "--price", help="MODEL=IN,OUT dollars per million tokens (repeatable; globs)."),
-    concurrency: int = typer.Option(8, "--concurrency", help="Model calls in flight."),
+    concurrency: int = typer.Option(_default(LLMConfig, "concurrency"), "--concurrency", help="Model calls in flight."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent judge evaluations (default: half the cores, at most 8)."),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    max_tokens: int = typer.Option(8192, "--max-tokens", help="Longest reply."),
+    temperature: float = typer.Option(_default(LLMConfig, "temperature"), "--temperature"),
+    max_tokens: int = typer.Option(_default(LLMConfig, "max_tokens"), "--max-tokens", help="Longest reply."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write the best kernels (default: the run's folder)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a stopped run; finished work is not repeated."),
     device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
@@ -438,7 +446,8 @@ def optimize_cmd(
                 target, model, {"inputs": inputs, "init_inputs": init_inputs, "sets": sets, "device": device,
                                 "workers": workers, "out": str(out_dir) if out_dir else None,
                                 "judge": _config(config_file, None, None, None).to_dict()},
-                llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language})
+                llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language,
+                      "history_tokens": history_tokens})
         tasks = _optimize_tasks(config)
         client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
         client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
