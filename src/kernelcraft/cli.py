@@ -19,10 +19,10 @@ from rich.text import Text
 
 from .judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, describe_device
 from .judge.sandbox import kill_all_workers
-from .llm import EndpointError, LLMConfig, Price, make_client
-from .report import (TaskOutcome, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
+from .llm import EndpointError, LLMConfig, Price, Spend, make_client
+from .report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
                      write_report)
-from .search import RUN_KIND, STRATEGIES, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent
+from .search import RUN_KIND, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent
 from .store import Store
 from .tasks import Task, TaskError, find_solution, load_suite, resolve_task, task_from_module
 
@@ -269,8 +269,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                 else:
                     v = r.verdict
                     vid = store.record_verdict(t, r.job.source, v, run_id=run_id, origin=r.job.tag)
-                    base = store.baselines(t.key, str(v.env.get("device_name", "")))
-                    ratio = base["compile"].median_ms / base["eager"].median_ms if "compile" in base and "eager" in base else None
+                    ratio = compile_ratio(store.baselines(t.key, str(v.env.get("device_name", ""))))
                     outcomes.append(TaskOutcome(t.key, t.level, v.correct, v.effective_speedup if v.correct else None, ratio))
                     correct += v.correct
                     rows.append({"task": t.key, "level": t.level, "status": v.status.value, "speedup": v.speedup,
@@ -332,13 +331,12 @@ def _new_optimize_config(target: Optional[str], model: Optional[str], values: di
         raise UsageError("give a TARGET (task file, suite directory or path/model.py:Class), or --resume RUN")
     if model is None:
         raise UsageError("--model is required: NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME]")
-    if search["strategy"] not in STRATEGIES:
-        raise UsageError(f"unknown strategy {search['strategy']!r}: use one of {', '.join(sorted(STRATEGIES))}")
     try:
         return OptimizeConfig(target=target, llm=LLMConfig.from_spec(model, **llm), search=SearchConfig(**search), **values)
     except ValueError as e:  # pydantic's ValidationError: say which option, in one line
         first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
-        raise UsageError(f"bad option {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's own words
+        raise UsageError(f"bad option {'.'.join(str(x) for x in first['loc'])}: {message}") from None
 
 
 def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: dict[str, Any]) -> OptimizeConfig:
@@ -358,7 +356,7 @@ def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: di
 class _ProgressView:
     """The live line of an optimize run: tasks done, attempts, best speedup, tokens and cost."""
 
-    def __init__(self, bar: Progress, total: int, done: int, spend: Any) -> None:
+    def __init__(self, bar: Progress, total: int, done: int, spend: Spend) -> None:
         self.bar, self.spend = bar, spend
         self.id = bar.add_task("optimizing", total=total, completed=done, info="")
         self.attempts, self.correct, self.best = 0, 0, None

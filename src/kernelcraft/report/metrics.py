@@ -7,6 +7,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from ..store import Baseline
+
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 
 
@@ -39,7 +41,14 @@ class Summary:
     compile_tasks: int = 0
 
 
-def _geomean(xs: list[float]) -> float | None:
+def compile_ratio(baselines: dict[str, Baseline]) -> float | None:
+    """torch.compile time over eager time from a task's recorded baselines, when both are there."""
+    if "compile" in baselines and "eager" in baselines:
+        return baselines["compile"].median_ms / baselines["eager"].median_ms
+    return None
+
+
+def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
@@ -49,7 +58,7 @@ def summarize(label: str, outcomes: list[TaskOutcome]) -> Summary:
     speeds = [o.speedup for o in ok]
     s = Summary(label=label, total=total, correct=len(ok))
     s.fast_p = {p: (sum(1 for x in speeds if x > p) / total if total else 0.0) for p in FAST_P}
-    s.geomean = _geomean(speeds)
+    s.geomean = geomean(speeds)
     s.median = statistics.median(speeds) if speeds else None
     s.win_rate = sum(1 for x in speeds if x > 1.0) / len(speeds) if speeds else None
     # against torch.compile: over the tasks whose compile baseline was recorded
@@ -57,7 +66,7 @@ def summarize(label: str, outcomes: list[TaskOutcome]) -> Summary:
     vs_compile = [o.speedup_vs_compile for o in ok if o.compile_ratio is not None]
     if s.compile_tasks:
         s.fast_p_compile = {p: sum(1 for x in vs_compile if x > p) / s.compile_tasks for p in FAST_P}
-        s.geomean_compile = _geomean(vs_compile)
+        s.geomean_compile = geomean(vs_compile)
     return s
 
 

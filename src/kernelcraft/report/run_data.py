@@ -4,7 +4,6 @@ Nothing here measures: every number is a verdict, an attempt or a model call the
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +12,7 @@ from pydantic import ValidationError
 from ..judge import Verdict
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, LLMCallRow, RunRow, Store
-from .metrics import Summary, TaskOutcome, summarize
+from .metrics import Summary, TaskOutcome, compile_ratio, geomean, summarize
 
 CORRECT = "correct"
 
@@ -137,8 +136,7 @@ def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
     for turn in range(min(turns), max(turns) + 1):
         bests = [b.speedup for b in (best_attempt([a for a in t.attempts if a.turn <= turn]) for t in tasks)
                  if b is not None and b.speedup is not None]
-        geomean = math.exp(sum(math.log(s) for s in bests) / len(bests)) if bests else None
-        points.append(TurnPoint(turn=turn, geomean=geomean, solved=len(bests)))
+        points.append(TurnPoint(turn=turn, geomean=geomean(bests), solved=len(bests)))
     return points
 
 
@@ -153,10 +151,7 @@ def _compile_ratio(store: Store, task_key: str, attempts: list[AttemptReport]) -
     names = [str(a.verdict.env.get("device_name", "")) for a in attempts if a.verdict is not None]
     if not names:
         return None
-    base = store.baselines(task_key, names[-1])
-    if "compile" in base and "eager" in base:
-        return base["compile"].median_ms / base["eager"].median_ms
-    return None
+    return compile_ratio(store.baselines(task_key, names[-1]))
 
 
 def _config(args: dict[str, Any]) -> OptimizeConfig | None:

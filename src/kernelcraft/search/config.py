@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from ..llm import LLMConfig
 
@@ -20,6 +20,15 @@ class SearchConfig(BaseModel):
     # The conversation shown to the model is cut to this many tokens (about 4 characters each):
     # the rules and the task always, then the most recent attempts that fit.
     history_tokens: int = Field(24000, ge=2000)
+
+    @field_validator("strategy")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        from .strategy import STRATEGIES  # here, not at the top: strategies import this module
+
+        if v not in STRATEGIES:
+            raise ValueError(f"unknown strategy {v!r}: use one of {', '.join(sorted(STRATEGIES))}")
+        return v
 
 
 class OptimizeConfig(BaseModel):

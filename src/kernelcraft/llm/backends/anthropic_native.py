@@ -3,12 +3,12 @@ Retries are the client's, not the SDK's."""
 
 from __future__ import annotations
 
-import json
 from types import ModuleType
 from typing import Any
 
 from ..errors import EndpointError, LLMError, TransientError
 from ..types import ChatRequest, Completion, Usage
+from .sdk_errors import api_message, calling, checking
 
 # Besides 429 and 5xx (529 "overloaded" included), statuses the SDK's own retry policy retries:
 # request timeout and lock conflict.
@@ -35,14 +35,6 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-def _message(e: Any) -> str:
-    """The API's own explanation from an error body, else the SDK's."""
-    body = e.body
-    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
-        return str(body["error"]["message"])
-    return str(e.message)
-
-
 class AnthropicNative:
     """`anthropic:NAME`. System messages become the `system` parameter; the sampling seed is
     dropped, since the Messages API has none."""
@@ -56,19 +48,8 @@ class AnthropicNative:
         self.client = self.sdk.Anthropic(base_url=base_url, api_key=api_key, max_retries=0)
 
     def check(self) -> None:
-        sdk = self.sdk
-        try:
+        with checking(self.sdk, self.where, "the model lookup", on_not_found=self._check_in_model_list):
             self.client.models.retrieve(self.model, timeout=30)
-        except sdk.AuthenticationError:
-            raise EndpointError(f"{self.where} rejected the API key") from None
-        except sdk.PermissionDeniedError:
-            raise EndpointError(f"{self.where} refused access (permission denied)") from None
-        except sdk.NotFoundError:
-            self._check_in_model_list()
-        except sdk.APIConnectionError:  # timeouts included
-            raise EndpointError(f"cannot reach {self.where}: is the server running and the URL right?") from None
-        except sdk.APIError as e:
-            raise EndpointError(f"{self.where} answered the model lookup with an error: {_message(e)}") from None
 
     def _check_in_model_list(self) -> None:
         """After a 404 for the model: Anthropic's API lists its models, so an unknown name is
@@ -82,7 +63,7 @@ class AnthropicNative:
             raise EndpointError(f"{self.where} does not serve model {self.model!r} (it serves: {', '.join(models[:8])})")
 
     def complete(self, request: ChatRequest, timeout: float) -> Completion:
-        sdk, s = self.sdk, request.sampling
+        s = request.sampling
         args: dict[str, Any] = {
             "model": request.model, "max_tokens": s.max_tokens, "timeout": timeout,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"],
@@ -96,21 +77,13 @@ class AnthropicNative:
         sampling = {k: v for k, v in (("temperature", s.temperature), ("top_p", s.top_p)) if v not in (None, 1.0)}
         if sampling:
             args["extra_body"] = sampling
-        try:
+        with calling(self.sdk, self.where, timeout, lambda e: self._status_error(e, request.model)):
             r = self.client.messages.create(**args)
-        except sdk.APITimeoutError:
-            raise TransientError(f"no answer from {self.where} within {timeout:g} s") from None
-        except sdk.APIConnectionError:
-            raise TransientError(f"lost the connection to {self.where}") from None
-        except (sdk.APIResponseValidationError, json.JSONDecodeError):
-            raise TransientError(f"{self.where} sent a malformed answer") from None
-        except sdk.APIStatusError as e:
-            raise self._status_error(e, request.model) from None
         text = "".join(block.text for block in r.content or [] if getattr(block, "type", "") == "text")
         return Completion(text=text, usage=self._usage(r.usage), finish_reason=r.stop_reason, model=r.model or request.model)
 
     def _status_error(self, e: Any, model: str) -> LLMError:
-        status, message = e.status_code, _message(e)
+        status, message = e.status_code, api_message(e)
         if status == 401:
             return EndpointError(f"{self.where} rejected the API key")
         if status == 403:
