@@ -1,8 +1,17 @@
-"""The agents' roles: prompts (jinja2 templates), model calls through `kernelcraft.llm`, and
-parsing of replies into candidates. Agents never time anything; the judge does."""
+"""The agents' roles: the coder, the idea planner, the skill selector and the skill summarizer.
+Prompts are jinja2 templates; replies are parsed into candidates, ideas, picks or skill drafts.
+Agents never time anything; the judge does."""
 
-from .coder import LANGUAGES, Coder, Proposal
-from .parse import ParseFailure, extract_candidate
+from .coder import DIRECTIONS, LANGUAGES, Coder, KernelExample, Proposal, SkillText
+from .parse import ParseFailure, contrastive_sections, extract_candidate, extract_json
+from .planner import Plan, Planner, TriedIdea, parse_ideas
 from .prompts import render
+from .selector import Selection, SkillCard, SkillChoice, SkillSelector, parse_choices
+from .summarizer import SkillDraft, SkillSummarizer, Summary, parse_drafts, skill_name
 
-__all__ = ["LANGUAGES", "Coder", "ParseFailure", "Proposal", "extract_candidate", "render"]
+__all__ = [
+    "DIRECTIONS", "LANGUAGES", "Coder", "KernelExample", "ParseFailure", "Plan", "Planner", "Proposal", "Selection",
+    "SkillCard", "SkillChoice", "SkillDraft", "SkillSelector", "SkillSummarizer", "SkillText", "Summary", "TriedIdea",
+    "contrastive_sections", "extract_candidate", "extract_json", "parse_choices", "parse_drafts", "parse_ideas", "render",
+    "skill_name",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ..judge import DeviceDescription, Verdict
 from ..llm import ChatReply, ChatRequest, LLMClient, Message
@@ -25,6 +26,29 @@ class Proposal:
     candidate: str | ParseFailure
 
 
+@dataclass(frozen=True)
+class KernelExample:
+    """An earlier kernel as a prompt shows it: its source, its measured speedup (None: not correct),
+    and what the judge said."""
+
+    source: str
+    speedup: float | None
+    feedback: str = ""
+
+
+class SkillText(Protocol):
+    """What the coder needs of a skill: its name and the technique in words."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+
+
+# The ways a strategy can direct the coder beyond the plain task (templates coder_<kind>.j2).
+DIRECTIONS = ("idea", "contrastive", "mutation", "crossover")
+
+
 class Coder:
     def __init__(self, client: LLMClient, language: str, device: DeviceDescription) -> None:
         if language not in LANGUAGES:
@@ -33,13 +57,25 @@ class Coder:
         self.language = language
         self.device = device
 
-    def opening(self, task: Task, atol: float, rtol: float) -> list[Message]:
-        """The system rules and the task, as the first two messages of a conversation."""
+    def opening(self, task: Task, atol: float, rtol: float, skills: Sequence[SkillText] = ()) -> list[Message]:
+        """The system rules (with the chosen skills' techniques) and the task, as the first two messages."""
         name, rule = LANGUAGES[self.language]
-        system = render("coder_system", language_name=name, language_rule=rule, atol=f"{atol:g}", rtol=f"{rtol:g}", dtype=task.meta.dtype)
+        system = render("coder_system", language_name=name, language_rule=rule, atol=f"{atol:g}", rtol=f"{rtol:g}",
+                        dtype=task.meta.dtype, skills=list(skills))
         user = render("coder_task", language_name=name, task_source=task.source.strip(), device_name=self.device.name,
                       capability=self.device.capability, memory_gb=self.device.memory_gb)
         return [Message("system", system), Message("user", user)]
+
+    @staticmethod
+    def directed(opening: Sequence[Message], direction: str, **values: Any) -> list[Message]:
+        """`opening` with the task message extended by a strategy's direction: an idea to implement,
+        two exemplars to contrast, a parent to mutate, two parents to cross."""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"unknown direction {direction!r}")
+        messages = list(opening)
+        last = messages[-1]
+        messages[-1] = Message(last.role, last.content + "\n\n" + render(f"coder_{direction}", **values))
+        return messages
 
     @staticmethod
     def feedback(outcome: Verdict | ParseFailure) -> Message:

@@ -5,7 +5,9 @@ message is fed back to the model."""
 from __future__ import annotations
 
 import ast
+import json
 import re
+from typing import Any
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
@@ -41,3 +43,35 @@ def extract_candidate(reply: str) -> str | ParseFailure:
     if blocks:
         return ParseFailure(f"none of the {len(blocks)} code block(s) defines `class ModelNew`")
     return ParseFailure("the reply holds no code block defining `class ModelNew`")
+
+
+_JSON_START = re.compile(r"[\[{]")
+
+
+def extract_json(reply: str) -> Any:
+    """The JSON value of a reply: the last ```json block, else the first parseable object or array
+    in the text. None when there is none (the caller decides what a missing answer means)."""
+    blocks = [code for tag, code in _blocks(reply) if tag in ("json", "")]
+    for text in reversed(blocks):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            continue
+    decoder = json.JSONDecoder()
+    for m in _JSON_START.finditer(reply):
+        try:
+            return decoder.raw_decode(reply, m.start())[0]
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+_SECTION = re.compile(r"^#+\s*(performance analysis|algorithm design|code)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def contrastive_sections(reply: str) -> dict[str, str]:
+    """The three parts a contrastive answer must have (performance analysis, algorithm design,
+    code), by heading; a missing part is absent from the result."""
+    marks = list(_SECTION.finditer(reply))
+    return {m.group(1).lower(): reply[m.end(): marks[i + 1].start() if i + 1 < len(marks) else len(reply)].strip()
+            for i, m in enumerate(marks)}

@@ -4,14 +4,14 @@ Nothing here measures: every number is a verdict, an attempt or a model call the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..judge import Verdict
 from ..search import OptimizeConfig, best_attempt
-from ..store import AttemptRow, LLMCallRow, RunRow, Store
+from ..store import AttemptRow, LLMCallRow, RunRow, SkillCandidateRow, Store
 from .metrics import Summary, TaskOutcome, compile_ratio, geomean, summarize
 
 CORRECT = "correct"
@@ -52,10 +52,32 @@ class AttemptReport:
     verdict: Verdict | None
     llm_call_id: int | None
     created_at: float
+    meta: dict[str, Any] = field(default_factory=dict)  # the strategy's note on this attempt
 
     @property
     def correct(self) -> bool:
         return self.status == CORRECT and self.speedup is not None
+
+    @property
+    def how(self) -> str:
+        """How the strategy made this attempt, in a phrase: the idea, the evolutionary operator, the
+        exemplars shown, the skill scheme, or the skill verification it belongs to."""
+        m = self.meta
+        parts = []
+        if "verify" in m:
+            parts.append("skill verification, " + ("without skills" if m["verify"] == "without" else f"with {m['verify']}"))
+        if "idea" in m:
+            parts.append(f"round {m.get('round', self.turn)}: {m['idea']}")
+        if "op" in m:
+            parents = ", ".join(f"#{p}" for p in m.get("parents", []) if p is not None)
+            parts.append(f"island {m.get('island', 0)}: {m['op']}" + (f" of {parents}" if parents else "")
+                         + (" (from the archive)" if m.get("from") == "archive" else ""))
+        if "exemplars" in m:
+            shown = " and ".join(f"{s:.2f}x" for _, s in m["exemplars"])
+            parts.append(f"contrasting {shown}; answered {len(m.get('sections', []))} of 3 parts")
+        if "scheme" in m:
+            parts.append(f"skill scheme {m['scheme']}" if m["scheme"] else "no skills")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,7 @@ class TaskReport:
     reference_source: str
     usage: CallTotals
     compile_ratio: float | None  # torch.compile time / eager time, where both baselines were recorded
+    schemes: list[dict[str, Any]] = field(default_factory=list)  # the skill schemes the selector chose
 
     @property
     def anchor(self) -> str:
@@ -108,6 +131,7 @@ class RunReport:
     turns: list[TurnPoint]
     usage: CallTotals
     wall_s: float | None  # started to finished, or to the last attempt of an unfinished run
+    skill_candidates: list[SkillCandidateRow] = field(default_factory=list)  # summarized skills and their admission
 
     @property
     def finished(self) -> bool:
@@ -116,6 +140,11 @@ class RunReport:
     @property
     def strategy(self) -> str:
         return self.config.search.strategy if self.config else ""
+
+    @property
+    def skills_snapshot(self) -> int | None:
+        """The library snapshot the run's selector used; None when the run did not use skills."""
+        return self.config.search.skills.snapshot if self.config and self.config.search.skills.enabled else None
 
     @property
     def device(self) -> str:
@@ -143,7 +172,7 @@ def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
 def _attempt(store: Store, row: AttemptRow) -> AttemptReport:
     return AttemptReport(sample=row.sample, turn=row.turn, status=row.status, speedup=row.speedup, feedback=row.feedback,
                          verdict_id=row.verdict_id, verdict=store.verdict(row.verdict_id) if row.verdict_id else None,
-                         llm_call_id=row.llm_call_id, created_at=row.created_at)
+                         llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta)
 
 
 def _compile_ratio(store: Store, task_key: str, attempts: list[AttemptReport]) -> float | None:
@@ -183,10 +212,12 @@ def load_run(store: Store, run_id: str) -> RunReport:
             best=best, best_source=store.candidate_source(best.verdict_id) if best and best.verdict_id else None,
             reference_source=store.task_source(row.task_key),
             usage=CallTotals.of([c for c in calls if c.task_key == row.task_key]),
-            compile_ratio=_compile_ratio(store, row.task_key, attempts)))
+            compile_ratio=_compile_ratio(store, row.task_key, attempts),
+            schemes=store.state(run_id, row.task_key, "schemes") or []))
     last = max((a.created_at for t in tasks for a in t.attempts), default=None)
     end = run.finished_at if run.finished_at is not None else last
     config = _config(run.args)
     return RunReport(run=run, config=config, model=_model(config, calls), tasks=tasks,
                      summary=summarize("run", [t.outcome() for t in tasks]), turns=turn_series(tasks),
-                     usage=CallTotals.of(calls), wall_s=end - run.started_at if end is not None else None)
+                     usage=CallTotals.of(calls), wall_s=end - run.started_at if end is not None else None,
+                     skill_candidates=store.skill_candidates(run_id=run_id))

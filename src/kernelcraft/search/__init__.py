@@ -1,25 +1,35 @@
 """Search strategies that spend a budget of model calls and judge time on tasks: `refine`
-(multi-turn refinement with the judge's feedback) now; idea branching, contrastive exemplars and
-evolution plug in beside it through `Strategy` and `STRATEGIES`."""
+(multi-turn refinement with the judge's feedback), `branch` (natural-language ideas branching into
+implementations), `contrastive` (two exemplars from two score buckets) and `evolve` (islands,
+mutation and crossover, a diversity archive), all behind `Strategy` and `STRATEGIES`; skills chosen
+for each task and learned from it."""
 
-from . import refine as _refine  # noqa: F401  (registers the strategy)
-from .config import OptimizeConfig, SearchConfig
+from . import branch as _branch  # noqa: F401  (each module registers its strategy)
+from . import contrastive as _contrastive  # noqa: F401
+from . import evolve as _evolve  # noqa: F401
+from . import refine as _refine  # noqa: F401
+from .budget import JudgeBudget
+from .config import BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, SearchConfig, SkillOptions
+from .errors import RunStopped, TaskFailed
 from .history import Exchange, estimate_tokens, trimmed_history
 from .optimize import RUN_KIND, Optimizer, RunResult, TaskResult, module_name
+from .skill_use import VERIFY_BASE, SkillLearner, Verification, improvement, is_verification, skill_schemes, trajectories
 from .strategy import (
     STRATEGIES,
     CallLog,
-    RunStopped,
+    Outcome,
     SearchEvent,
+    SkillScheme,
     Strategy,
     TaskContext,
-    TaskFailed,
     best_attempt,
     register,
 )
 
 __all__ = [
-    "RUN_KIND", "STRATEGIES", "CallLog", "Exchange", "OptimizeConfig", "Optimizer", "RunResult", "RunStopped",
-    "SearchConfig", "SearchEvent", "Strategy", "TaskContext", "TaskFailed", "TaskResult", "best_attempt",
-    "estimate_tokens", "module_name", "register", "trimmed_history",
+    "RUN_KIND", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions", "EvolveOptions", "Exchange",
+    "JudgeBudget", "OptimizeConfig", "Optimizer", "Outcome", "RunResult", "RunStopped", "SearchConfig", "SearchEvent",
+    "SkillLearner", "SkillOptions", "SkillScheme", "Strategy", "TaskContext", "TaskFailed", "TaskResult", "Verification",
+    "best_attempt", "estimate_tokens", "improvement", "is_verification", "module_name", "register", "skill_schemes",
+    "trajectories", "trimmed_history",
 ]

@@ -8,18 +8,76 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from ..llm import LLMConfig
+from ..skills import AdmissionPolicy
+
+
+class BranchOptions(BaseModel):
+    """`branch`: each round (a turn) the planner writes `width` ideas, each implemented `impls` times."""
+
+    width: int = Field(3, ge=1)
+    impls: int = Field(2, ge=1)
+    bank: int = Field(4, ge=1)  # good earlier kernels kept to seed later rounds
+
+
+class ContrastiveOptions(BaseModel):
+    """`contrastive`: each round (a turn) `samples` prompts, each with two exemplars from two score buckets."""
+
+    buckets: int = Field(4, ge=2)  # score buckets over the correct kernels so far
+    temperature: float = Field(1.0, gt=0)  # of the softmax over bucket mean scores
+
+
+class EvolveOptions(BaseModel):
+    """`evolve`: `generations` children per task over `islands` islands."""
+
+    islands: int = Field(2, ge=1)
+    generations: int = Field(12, ge=1)
+    migrate_every: int = Field(4, ge=1)  # generations between migrations (each island's best to the next)
+    crossover: float = Field(0.3, ge=0, le=1)  # chance of a crossover when an island has two correct kernels
+    archive_pick: float = Field(0.2, ge=0, le=1)  # chance a parent comes from the diversity archive
+    parallel: int = Field(4, ge=1)  # children in flight at once
+
+
+class SkillOptions(BaseModel):
+    enabled: bool = False
+    snapshot: int | None = None  # the library snapshot the run uses (recorded when the run starts)
+    recall: int = Field(20, ge=1)  # skills BM25 recalls for the selector to read
+    k: int = Field(3, ge=1)  # skills the selector may pick per scheme
+    schemes: int = Field(1, ge=1)  # selector calls per task; a no-skill scheme is always added
+    learn: bool = True  # summarize trajectories that improved and verify the candidate skills
+    max_new: int = Field(2, ge=1)  # candidate skills per summary
+    verify_samples: int = Field(1, ge=1)  # regenerations with and without a candidate skill
+    verify_turns: int = Field(1, ge=1)
+    policy: AdmissionPolicy = Field(default_factory=AdmissionPolicy)
 
 
 class SearchConfig(BaseModel):
     """How a strategy spends its budget on each task."""
 
     strategy: str = "refine"
-    turns: int = Field(3, ge=1)  # refinement turns per sample
-    samples: int = Field(2, ge=1)  # independent samples (conversations) per task
+    turns: int = Field(3, ge=1)  # refine: turns per sample; branch and contrastive: rounds
+    samples: int = Field(2, ge=1)  # refine: conversations per task; contrastive: prompts per round
     language: Literal["cuda", "triton"] = "cuda"
     # The conversation shown to the model is cut to this many tokens (about 4 characters each):
     # the rules and the task always, then the most recent attempts that fit.
     history_tokens: int = Field(24000, ge=2000)
+    seed: int = 0  # strategies' random choices (exemplars, parents) derive from it
+    budget_judge_calls: int | None = Field(None, ge=1)  # evaluations over the whole run
+    budget_wall_s: float | None = Field(None, gt=0)  # seconds of this invocation
+    branch: BranchOptions = Field(default_factory=BranchOptions)
+    contrastive: ContrastiveOptions = Field(default_factory=ContrastiveOptions)
+    evolve: EvolveOptions = Field(default_factory=EvolveOptions)
+    skills: SkillOptions = Field(default_factory=SkillOptions)
+
+    def describe(self) -> str:
+        """The run's shape in a phrase, for the progress line."""
+        shapes = {
+            "refine": f"{self.samples} samples x {self.turns} turns",
+            "branch": f"{self.turns} rounds x {self.branch.width} ideas x {self.branch.impls} implementations",
+            "contrastive": f"{self.turns} rounds x {self.samples} samples",
+            "evolve": f"{self.evolve.generations} children on {self.evolve.islands} islands",
+        }
+        skills = f", skills from snapshot {self.skills.snapshot}" if self.skills.enabled else ""
+        return f"{self.strategy} ({shapes.get(self.strategy, '')}){skills}"
 
     @field_validator("strategy")
     @classmethod

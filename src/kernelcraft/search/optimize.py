@@ -12,13 +12,17 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..agents import Coder
-from ..judge import DeviceDescription, JudgeConfig, LocalPool
+from ..agents import Coder, Planner, SkillSelector, SkillSummarizer
+from ..judge import DeviceDescription, JudgeConfig, LocalPool, context_hash
 from ..llm import LLMClient, Spend
+from ..skills import Skill, SkillLibrary
 from ..store import AttemptRow, Store
 from ..tasks import Task
+from .budget import JudgeBudget
 from .config import OptimizeConfig
-from .strategy import STRATEGIES, CallLog, RunStopped, SearchEvent, TaskContext, TaskFailed, best_attempt
+from .errors import RunStopped, TaskFailed
+from .skill_use import SkillLearner, Verification, skill_schemes
+from .strategy import STRATEGIES, CallLog, SearchEvent, TaskContext, best_attempt
 
 RUN_KIND = "optimize"
 
@@ -59,10 +63,15 @@ class Optimizer:
         self.judge_config = JudgeConfig().with_overrides(config.judge)
         self.stop = threading.Event()
         self.abort = threading.Event()
+        self.library = SkillLibrary(store) if config.search.skills.enabled else None
 
-    def start(self, tasks: list[Task]) -> str:
-        """A new run in the store, with its configuration (what `resume` reads back) and tasks."""
-        run_id = self.store.start_run(RUN_KIND, self.config.model_dump(mode="json"))
+    def start(self, tasks: list[Task], kind: str = RUN_KIND) -> str:
+        """A new run in the store, with its configuration (what `resume` reads back), its tasks, and the
+        skill snapshot it uses."""
+        if self.library is not None and self.config.search.skills.snapshot is None:
+            skills = self.config.search.skills.model_copy(update={"snapshot": self.library.current})
+            self.config = self.config.model_copy(update={"search": self.config.search.model_copy(update={"skills": skills})})
+        run_id = self.store.start_run(kind, self.config.model_dump(mode="json"))
         self.store.add_run_tasks(run_id, tasks)
         return run_id
 
@@ -74,14 +83,18 @@ class Optimizer:
         and the interrupt propagates; every attempt recorded before it stays."""
         calls = CallLog(self.store, run_id)
         self.client.on_call = calls
-        coder = Coder(self.client, self.config.search.language, self.device)
+        self._count_earlier_spend(run_id)
+        search = self.config.search
+        budget = JudgeBudget(search.budget_judge_calls, search.budget_wall_s, self.store.judge_calls(run_id))
+        coder = Coder(self.client, search.language, self.device)
         finished = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
         errors: dict[str, str] = {}
         stopped: str | None = None
         executor = ThreadPoolExecutor(max_workers=self.client.config.concurrency, thread_name_prefix="kc-task")
         try:
             futures: dict[Future[None], Task] = {
-                executor.submit(self._task, self._context(t, run_id, coder, calls)): t for t in tasks if t.key not in finished}
+                executor.submit(self._task, self.context(t, run_id, coder, calls, budget)): t
+                for t in tasks if t.key not in finished}
             wait(futures)
         except BaseException:
             self.abort.set()
@@ -103,15 +116,32 @@ class Optimizer:
         results = [self._result(run_id, t, t.key in done, errors.get(t.key)) for t in tasks]
         return RunResult(run_id, results, stopped, self.client.spend, self.out_dir(run_id))
 
-    def _context(self, task: Task, run_id: str, coder: Coder, calls: CallLog) -> TaskContext:
+    def _count_earlier_spend(self, run_id: str) -> None:
+        """Budgets cover the whole run: what earlier invocations of it spent counts too."""
+        calls, prompt, completion, cost = self.store.run_spend(run_id)
+        s = self.client.spend
+        s.calls, s.prompt_tokens, s.completion_tokens, s.cost_usd = calls, prompt, completion, cost
+
+    def context(self, task: Task, run_id: str, coder: Coder, calls: CallLog, budget: JudgeBudget) -> TaskContext:
+        """What a strategy (or a skill verification) is given for one task."""
         atol, rtol = self.judge_config.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
-        return TaskContext(task=task, run_id=run_id, config=self.config.search, coder=coder, store=self.store,
+        return TaskContext(task=task, run_id=run_id, config=self.config.search, coder=coder,
+                           planner=Planner(self.client, self.config.search.language, self.device), store=self.store,
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
-                           stop=self.stop, abort=self.abort, atol=atol, rtol=rtol)
+                           stop=self.stop, abort=self.abort, atol=atol, rtol=rtol, budget=budget,
+                           context=context_hash(task.source, task.meta.to_dict(), self.judge_config, self.device.name))
+
+    def _skills(self) -> list[Skill]:
+        assert self.library is not None
+        return self.library.skills(self.config.search.skills.snapshot)
 
     def _task(self, ctx: TaskContext) -> None:
         try:
+            if self.library is not None:
+                ctx.schemes = skill_schemes(ctx, self._skills(), SkillSelector(self.client))
             STRATEGIES[self.config.search.strategy]().run(ctx)
+            if self.library is not None and self.config.search.skills.learn:
+                SkillLearner(self.library, SkillSummarizer(self.client)).learn(ctx)
         except TaskFailed as e:
             self.store.finish_run_task(ctx.run_id, ctx.task.key)
             ctx.emit(SearchEvent("task_done", ctx.task.key, message=str(e)))
@@ -119,6 +149,22 @@ class Optimizer:
         self.store.finish_run_task(ctx.run_id, ctx.task.key)
         result = self._result(ctx.run_id, ctx.task, True, None)
         ctx.emit(SearchEvent("task_done", ctx.task.key, speedup=result.best.speedup if result.best else None))
+
+    def verify_skill(self, run_id: str, task: Task, skill: Skill) -> Verification:
+        """Admission by verification for one skill on one task (`kernelcraft skills verify`): the run
+        regenerates the task's kernel with and without it and admits it if the judge's numbers say so."""
+        assert self.library is not None, "skills must be enabled to verify one"
+        calls = CallLog(self.store, run_id)
+        self.client.on_call = calls
+        search = self.config.search
+        ctx = self.context(task, run_id, Coder(self.client, search.language, self.device), calls,
+                           JudgeBudget(search.budget_judge_calls, search.budget_wall_s, self.store.judge_calls(run_id)))
+        cid = self.store.record_skill_candidate(skill.model_dump(mode="json"), "pending", "awaiting verification",
+                                                run_id=run_id, task_key=task.key)
+        learner = SkillLearner(self.library, SkillSummarizer(self.client))
+        result = learner.verify(ctx, skill, 0, cid, search.skills.verify_samples, search.skills.verify_turns)
+        self.store.finish_run(run_id)
+        return result
 
     def _result(self, run_id: str, task: Task, finished: bool, error: str | None) -> TaskResult:
         attempts = self.store.attempts(run_id, task.key)

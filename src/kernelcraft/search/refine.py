@@ -5,38 +5,36 @@ next turn."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from ..llm import LLMError
+from ..llm import LLMError, Message
 from .history import Exchange, trimmed_history
-from .strategy import RunStopped, TaskContext, register
+from .strategy import Outcome, TaskContext, register, run_parallel
+
+
+def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, meta: dict[str, Any] | None = None) -> list[Outcome]:
+    """One sample's conversation: up to `turns` answers, each told the judge's verdict on the one
+    before. Turns a stopped run recorded are replayed from the store, not asked again."""
+    done = sorted((a for a in ctx.prior if a.sample == sample), key=lambda a: a.turn)
+    outcomes = [ctx.outcome_of(a) for a in done]
+    exchanges = [Exchange(reply, a.feedback) for a in done if (reply := ctx.reply_of(a)) is not None]
+    for turn in range(len(done), turns):
+        messages = trimmed_history(opening, exchanges, ctx.config.history_tokens, ctx.coder.omitted_note)
+        try:
+            proposal = ctx.ask(messages, sample)
+        except LLMError as e:  # this sample's call failed for good (after retries): it ends here
+            outcomes.append(ctx.record_llm_error(sample, turn, e, meta))
+            break
+        outcome = ctx.record(sample, turn, proposal, meta)
+        outcomes.append(outcome)
+        exchanges.append(Exchange(proposal.reply.text, outcome.feedback))
+    return outcomes
 
 
 @register("refine")
 class Refine:
     def run(self, ctx: TaskContext) -> None:
-        samples = range(ctx.config.samples)
-        with ThreadPoolExecutor(max_workers=len(samples), thread_name_prefix="kc-refine") as pool:
-            futures = [pool.submit(self._sample, ctx, s) for s in samples]
-            errors = [f.exception() for f in futures]
-        # RunStopped first: a stopping run outranks one task's failure
-        for e in sorted((e for e in errors if e is not None), key=lambda e: not isinstance(e, RunStopped)):
-            raise e
+        run_parallel([lambda s=s: self._sample(ctx, s) for s in range(ctx.config.samples)], "refine")
 
     def _sample(self, ctx: TaskContext, sample: int) -> None:
-        done = sorted((a for a in ctx.prior if a.sample == sample), key=lambda a: a.turn)
-        exchanges = []
-        for a in done:
-            reply = ctx.store.llm_reply(a.llm_call_id) if a.llm_call_id is not None else None
-            if reply is not None:
-                exchanges.append(Exchange(reply, a.feedback))
-        opening = ctx.coder.opening(ctx.task, ctx.atol, ctx.rtol)
-        for turn in range(len(done), ctx.config.turns):
-            messages = trimmed_history(opening, exchanges, ctx.config.history_tokens, ctx.coder.omitted_note)
-            try:
-                proposal = ctx.ask(messages, sample)
-            except LLMError as e:  # this sample's call failed for good (after retries): it ends here
-                ctx.record_llm_error(sample, turn, e)
-                return
-            feedback = ctx.record(sample, turn, proposal)
-            exchanges.append(Exchange(proposal.reply.text, feedback))
+        converse(ctx, sample, ctx.opening(sample), ctx.config.turns)

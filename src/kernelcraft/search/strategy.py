@@ -3,39 +3,30 @@
 A strategy decides which prompts to send and which candidates to judge; `TaskContext` does the
 rest the same way for all of them: judging (each distinct source once per task), recording every
 attempt in the store, telling the run's progress display, and stopping when the run must stop.
-Strategies of later issues (idea branching, contrastive exemplars, evolution) plug in beside
-`refine` by registering in `STRATEGIES`."""
+Every strategy registers in `STRATEGIES`; a resumed run replays the attempts already recorded
+(`prior_attempt`) and the decisions already saved (`saved`) instead of asking again."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from ..agents import Coder, ParseFailure, Proposal
-from ..judge import Job, LocalPool, Result, Verdict, source_hash
-from ..llm import BatchPending, BudgetExceeded, CallRecord, EndpointError, Message
+from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal
+from ..judge import Job, LocalPool, Result, Verdict, normalized_hash
+from ..llm import CallRecord, LLMError, Message
+from ..skills import Skill
 from ..store import AttemptRow, Store
 from ..tasks import Task
+from .budget import JudgeBudget
 from .config import SearchConfig
+from .errors import RUN_STOPPING_ERRORS, RunStopped, TaskFailed
 
 PARSE_FAILED = "parse_failed"
 LLM_ERROR = "llm_error"
-
-
-class RunStopped(Exception):
-    """The whole run must stop now (budget spent, batch replies pending, endpoint gone); what was
-    recorded stays, and `--resume` continues."""
-
-
-class TaskFailed(Exception):
-    """The task itself cannot be run (its reference fails): no candidate can be judged."""
-
-
-# Model errors that end the run, not one sample: every later call would fail the same way.
-RUN_STOPPING_ERRORS = (BudgetExceeded, BatchPending, EndpointError)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,12 +63,41 @@ class CallLog:
             return self._ids.get(proposal.request.key())
 
 
+@dataclass(frozen=True)
+class SkillScheme:
+    """The skills one group of a task's samples is shown; scheme 0 is always the one without skills."""
+
+    index: int
+    skills: tuple[Skill, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one attempt, as a strategy needs it to choose the next."""
+
+    status: str
+    speedup: float | None  # effective speedup when correct
+    feedback: str
+    source: str | None  # None when the reply held no candidate
+    verdict_id: int | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct" and self.speedup is not None
+
+    def example(self) -> KernelExample:
+        assert self.source is not None
+        return KernelExample(self.source, self.speedup, self.feedback)
+
+
 @dataclass
 class TaskContext:
     task: Task
     run_id: str
     config: SearchConfig
     coder: Coder
+    planner: Planner
     store: Store
     pool: LocalPool
     calls: CallLog
@@ -87,23 +107,50 @@ class TaskContext:
     abort: threading.Event  # interrupted: record nothing more (a killed worker's verdict is no verdict)
     atol: float
     rtol: float
+    budget: JudgeBudget
+    context: str  # the verdict context (task, judge settings, device): equal sources in it are judged once
+    schemes: list[SkillScheme] = field(default_factory=lambda: [SkillScheme(0)])
     _judged: dict[str, "Future[tuple[Verdict, int]]"] = field(default_factory=dict)
     _judged_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def ask(self, messages: list[Message], sample: int) -> Proposal:
-        """The coder's answer; a run-stopping model error sets `stop` and raises RunStopped."""
+    # -- prompts -------------------------------------------------------------------------------
+    def scheme(self, sample: int) -> SkillScheme:
+        """Samples take the schemes in turn, so the no-skill scheme is always tried."""
+        return self.schemes[sample % len(self.schemes)]
+
+    def opening(self, sample: int) -> list[Message]:
+        return self.coder.opening(self.task, self.atol, self.rtol, self.scheme(sample).skills)
+
+    def meta(self, sample: int, **values: Any) -> dict[str, Any]:
+        """An attempt's note: the strategy's values, and the skill scheme when skills are on."""
+        return {**values, "scheme": self.scheme(sample).index} if len(self.schemes) > 1 else dict(values)
+
+    # -- model calls ---------------------------------------------------------------------------
+    def guarded(self, call: Callable[[], T]) -> T:
+        """Run a model call; a run-stopping model error (or a spent wall-time budget) sets `stop` and
+        raises RunStopped."""
         if self.stop.is_set():
             raise RunStopped("the run is stopping")
         try:
-            return self.coder.propose(messages, task=self.task.key, sample=sample)
+            self.budget.check_time()
+            return call()
         except RUN_STOPPING_ERRORS as e:
             self.stop.set()
             raise RunStopped(str(e)) from None
+        except RunStopped:
+            self.stop.set()
+            raise
 
+    def ask(self, messages: list[Message], sample: int) -> Proposal:
+        """The coder's answer; a run-stopping model error sets `stop` and raises RunStopped."""
+        return self.guarded(lambda: self.coder.propose(messages, task=self.task.key, sample=sample))
+
+    # -- judging -------------------------------------------------------------------------------
     def judge(self, source: str) -> tuple[Verdict, int]:
-        """The verdict (and its stored id) for `source` on this task; a source already judged in
-        this run is not judged again. Raises TaskFailed when the task's reference fails."""
-        key = source_hash(source)
+        """The verdict (and its stored id) for `source` on this task. A source equal to one already
+        judged in this context, up to comments and whitespace, is not judged again. Raises TaskFailed
+        when the task's reference fails, RunStopped when the judge budget is spent."""
+        key = normalized_hash(source)
         with self._judged_lock:
             future = self._judged.get(key)
             mine = future is None
@@ -112,45 +159,95 @@ class TaskContext:
         if not mine:
             return future.result()
         try:
-            result: Result = self.pool.submit(Job(self.task, source, tag="search")).result()
-            self._check_abort()
-            if result.verdict is None:
-                raise TaskFailed(result.error or "the task failed to run")
-            vid = self.store.record_verdict(self.task, source, result.verdict, run_id=self.run_id, origin="search")
-            future.set_result((result.verdict, vid))
+            future.set_result(self._judge_once(source, key))
         except BaseException as e:
             future.set_exception(e)
             raise
         return future.result()
 
+    def _judge_once(self, source: str, norm: str) -> tuple[Verdict, int]:
+        earlier = self.store.reusable_verdict(self.context, norm)
+        if earlier is not None:
+            return self.store.verdict(earlier), earlier
+        try:
+            self.budget.claim_judge_call()
+        except RunStopped:
+            self.stop.set()
+            raise
+        result: Result = self.pool.submit(Job(self.task, source, tag="search")).result()
+        self._check_abort()
+        if result.verdict is None:
+            raise TaskFailed(result.error or "the task failed to run")
+        vid = self.store.record_verdict(self.task, source, result.verdict, run_id=self.run_id, origin="search",
+                                        norm_hash=norm, context_hash=self.context)
+        return result.verdict, vid
+
     def _check_abort(self) -> None:
         if self.abort.is_set():
             raise RunStopped("interrupted")
 
-    def record(self, sample: int, turn: int, proposal: Proposal) -> str:
+    # -- recording -----------------------------------------------------------------------------
+    def record(self, sample: int, turn: int, proposal: Proposal, meta: dict[str, Any] | None = None) -> Outcome:
         """Judge a proposal (unless it did not parse), record the attempt, tell the progress
-        display; returns the feedback for the model."""
+        display; returns what became of it, with the feedback for the model."""
         self._check_abort()
         call_id = self.calls.id_for(proposal)
+        meta = self.meta(sample, **(meta or {}))
         if isinstance(proposal.candidate, ParseFailure):
             feedback = self.coder.feedback(proposal.candidate).content
             self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=PARSE_FAILED,
-                                      llm_call_id=call_id, feedback=feedback)
+                                      llm_call_id=call_id, feedback=feedback, meta=meta)
             self.emit(SearchEvent("attempt", self.task.key, sample, turn, PARSE_FAILED))
-            return feedback
+            return Outcome(PARSE_FAILED, None, feedback, None)
         verdict, vid = self.judge(proposal.candidate)
         self._check_abort()
         feedback = self.coder.feedback(verdict).content
         speedup = verdict.effective_speedup if verdict.correct else None
         self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=verdict.status.value,
-                                  llm_call_id=call_id, verdict_id=vid, speedup=speedup, feedback=feedback)
+                                  llm_call_id=call_id, verdict_id=vid, speedup=speedup, feedback=feedback, meta=meta)
         self.emit(SearchEvent("attempt", self.task.key, sample, turn, verdict.status.value, speedup))
-        return feedback
+        return Outcome(verdict.status.value, speedup, feedback, proposal.candidate, vid)
 
-    def record_llm_error(self, sample: int, turn: int, error: Exception) -> None:
+    def attempt(self, sample: int, turn: int, messages: list[Message], meta: dict[str, Any] | None = None,
+                reply_meta: Callable[[str], dict[str, Any]] | None = None) -> Outcome:
+        """One single-shot slot: the recorded outcome if a stopped run already did it, else ask, judge, record
+        (with `reply_meta` of the reply added to the note). A call that failed for good (after retries) is
+        recorded as such; run-stopping errors raise."""
+        prior = self.prior_attempt(sample, turn)
+        if prior is not None:
+            return self.outcome_of(prior)
+        try:
+            proposal = self.ask(messages, sample)
+        except LLMError as e:
+            return self.record_llm_error(sample, turn, e, meta)
+        extra = reply_meta(proposal.reply.text) if reply_meta else {}
+        return self.record(sample, turn, proposal, {**(meta or {}), **extra})
+
+    def record_llm_error(self, sample: int, turn: int, error: Exception, meta: dict[str, Any] | None = None) -> Outcome:
         self._check_abort()
-        self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=LLM_ERROR, feedback=str(error))
+        self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=LLM_ERROR, feedback=str(error),
+                                  meta=self.meta(sample, **(meta or {})))
         self.emit(SearchEvent("attempt", self.task.key, sample, turn, LLM_ERROR, message=str(error)))
+        return Outcome(LLM_ERROR, None, str(error), None)
+
+    def prior_attempt(self, sample: int, turn: int) -> AttemptRow | None:
+        """The attempt recorded for this slot before the run was stopped, if any."""
+        return next((a for a in self.prior if a.sample == sample and a.turn == turn), None)
+
+    def outcome_of(self, attempt: AttemptRow) -> Outcome:
+        """A recorded attempt as an Outcome (what a resumed strategy rebuilds its state from)."""
+        source = self.store.candidate_source(attempt.verdict_id) if attempt.verdict_id is not None else None
+        return Outcome(attempt.status, attempt.speedup, attempt.feedback, source, attempt.verdict_id)
+
+    def reply_of(self, attempt: AttemptRow) -> str | None:
+        return self.store.llm_reply(attempt.llm_call_id) if attempt.llm_call_id is not None else None
+
+    def saved(self, key: str) -> Any:
+        """A decision this task's search saved before a stop (None if none)."""
+        return self.store.state(self.run_id, self.task.key, key)
+
+    def save(self, key: str, value: Any) -> None:
+        self.store.put_state(self.run_id, self.task.key, key, value)
 
 
 class Strategy(Protocol):
@@ -160,6 +257,20 @@ class Strategy(Protocol):
 
 
 STRATEGIES: dict[str, Callable[[], Strategy]] = {}
+
+
+def run_parallel(jobs: Iterable[Callable[[], T]], name: str) -> list[T]:
+    """Run jobs in threads (model calls and judge evaluations have their own limits below); when some
+    fail, raise RunStopped first: a stopping run outranks one task's failure."""
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix=f"kc-{name}") as pool:
+        futures = [pool.submit(job) for job in jobs]
+        errors = [f.exception() for f in futures]
+    for e in sorted((e for e in errors if e is not None), key=lambda e: not isinstance(e, RunStopped)):
+        raise e
+    return [f.result() for f in futures]
 
 
 def register(name: str) -> Callable[[type], type]:

@@ -1,6 +1,8 @@
 """The workspace store: SQLite (WAL) holding tasks, candidates, runs, verdicts, baselines, vettings, model calls
-and search attempts."""
+search attempts and state, and the skill library."""
 
+from .skill_tables import SkillCandidateRow, SnapshotRow
 from .db import DB_NAME, AttemptRow, Baseline, LLMCallRow, RunRow, RunTaskRow, Store, VerdictRow
 
-__all__ = ["DB_NAME", "AttemptRow", "Baseline", "LLMCallRow", "RunRow", "RunTaskRow", "Store", "VerdictRow"]
+__all__ = ["DB_NAME", "AttemptRow", "Baseline", "LLMCallRow", "RunRow", "RunTaskRow", "SkillCandidateRow", "SnapshotRow", "Store",
+           "VerdictRow"]

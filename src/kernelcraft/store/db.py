@@ -19,6 +19,7 @@ from ..judge.verdict import TimingStats
 from ..llm import CallRecord
 from ..tasks import Task
 from .schema import MIGRATIONS
+from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
 
@@ -87,6 +88,12 @@ class AttemptRow:
     speedup: float | None  # the effective speedup of a correct candidate
     feedback: str  # what the model was told about this attempt
     created_at: float
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)  # the strategy's note: idea, island, exemplars...
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> "AttemptRow":
+        d = dict(r)
+        return cls(**{k: v for k, v in d.items() if k != "meta_json"}, meta=json.loads(d.get("meta_json") or "{}"))
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ class Baseline:
     q3_ms: float
 
 
-class Store:
+class Store(SkillTables):
     """Thread-safe access to a workspace's database (one connection, serialised)."""
 
     def __init__(self, workspace: Path) -> None:
@@ -154,9 +161,9 @@ class Store:
             (task.key, task.name, task.suite, task.level, task.problem_id, str(task.path) if task.path else None,
              hashlib.sha256(task.source.encode()).hexdigest(), task.source, json.dumps(task.meta.to_dict()), time.time()))
 
-    def put_candidate(self, task_key: str, source: str, source_hash: str, origin: str = "") -> int:
-        self._exec("INSERT OR IGNORE INTO candidates (task_key, source_hash, source, origin, created_at) VALUES (?,?,?,?,?)",
-                   (task_key, source_hash, source, origin, time.time()))
+    def put_candidate(self, task_key: str, source: str, source_hash: str, origin: str = "", norm_hash: str = "") -> int:
+        self._exec("INSERT OR IGNORE INTO candidates (task_key, source_hash, source, origin, norm_hash, created_at) "
+                   "VALUES (?,?,?,?,?,?)", (task_key, source_hash, source, origin, norm_hash, time.time()))
         return self._query("SELECT id FROM candidates WHERE task_key=? AND source_hash=?", (task_key, source_hash))[0][0]
 
     # -- runs ----------------------------------------------------------------------------------
@@ -206,17 +213,37 @@ class Store:
     # -- search attempts -------------------------------------------------------------------------
     def record_attempt(self, run_id: str, task_key: str, sample: int, turn: int, *, status: str,
                        llm_call_id: int | None = None, verdict_id: int | None = None, speedup: float | None = None,
-                       feedback: str = "") -> int:
+                       feedback: str = "", meta: dict[str, Any] | None = None) -> int:
         cur = self._exec(
-            "INSERT INTO attempts (run_id, task_key, sample, turn, llm_call_id, verdict_id, status, speedup, feedback, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (run_id, task_key, sample, turn, llm_call_id, verdict_id, status, speedup, feedback, time.time()))
+            "INSERT INTO attempts (run_id, task_key, sample, turn, llm_call_id, verdict_id, status, speedup, feedback, "
+            "meta_json, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (run_id, task_key, sample, turn, llm_call_id, verdict_id, status, speedup, feedback, json.dumps(meta or {}),
+             time.time()))
         return int(cur.lastrowid)
 
     def attempts(self, run_id: str, task_key: str | None = None) -> list[AttemptRow]:
         rows = self._query("SELECT * FROM attempts WHERE run_id=?" + (" AND task_key=?" if task_key else "")
                            + " ORDER BY task_key, sample, turn", (run_id, task_key) if task_key else (run_id,))
-        return [AttemptRow(**dict(r)) for r in rows]
+        return [AttemptRow.from_row(r) for r in rows]
+
+    def put_state(self, run_id: str, task_key: str, key: str, value: Any) -> None:
+        """A strategy's saved decision (a round's ideas, a task's skill schemes), read back on resume."""
+        self._exec("INSERT OR REPLACE INTO search_state (run_id, task_key, key, value_json, created_at) VALUES (?,?,?,?,?)",
+                   (run_id, task_key, key, json.dumps(value), time.time()))
+
+    def state(self, run_id: str, task_key: str, key: str) -> Any:
+        rows = self._query("SELECT value_json FROM search_state WHERE run_id=? AND task_key=? AND key=?", (run_id, task_key, key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def run_spend(self, run_id: str) -> tuple[int, int, int, float]:
+        """Model calls, prompt and completion tokens, and dollars a run has spent so far (cached calls cost nothing)."""
+        r = self._query("SELECT count(*), coalesce(sum(prompt_tokens),0), coalesce(sum(completion_tokens),0), "
+                        "coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=? AND cached=0 AND error IS NULL", (run_id,))[0]
+        return int(r[0]), int(r[1]), int(r[2]), float(r[3])
+
+    def judge_calls(self, run_id: str) -> int:
+        """Verdicts a run has had measured (reused verdicts are not counted)."""
+        return int(self._query("SELECT count(*) FROM verdicts WHERE run_id=?", (run_id,))[0][0])
 
     def candidate_source(self, verdict_id: int) -> str:
         rows = self._query("SELECT c.source FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.id=?",
@@ -233,20 +260,36 @@ class Store:
         return (self.workspace / rows[0][0]).read_text()
 
     # -- verdicts ------------------------------------------------------------------------------
-    def record_verdict(self, task: Task, source: str, verdict: Verdict, *, run_id: str | None = None, origin: str = "") -> int:
-        """Store a verdict with its task and candidate; committed before this returns."""
+    def record_verdict(self, task: Task, source: str, verdict: Verdict, *, run_id: str | None = None, origin: str = "",
+                       norm_hash: str = "", context_hash: str = "") -> int:
+        """Store a verdict with its task and candidate; committed before this returns. `context_hash` names what
+        the verdict depends on besides the source (task, device, judge settings): see `reusable_verdict`."""
         self.put_task(task)
-        cid = self.put_candidate(task.key, source, verdict.candidate_hash, origin)
+        cid = self.put_candidate(task.key, source, verdict.candidate_hash, origin, norm_hash)
         cur = self._exec(
             "INSERT INTO verdicts (candidate_id, task_key, run_id, device, device_name, status, speedup, effective_speedup, "
-            "reference_ms, candidate_ms, coverage, flags, judge_version, torch_version, verdict_json, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "reference_ms, candidate_ms, coverage, flags, judge_version, torch_version, verdict_json, context_hash, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (cid, task.key, run_id, verdict.device, str(verdict.env.get("device_name", "")), verdict.status.value,
              verdict.speedup, verdict.effective_speedup, verdict.reference.median_ms if verdict.reference else None,
              verdict.candidate.median_ms if verdict.candidate else None, verdict.coverage,
              ",".join(f.code for f in verdict.flags), str(verdict.env.get("judge_version", "")),
-             str(verdict.env.get("torch", "")), verdict.to_json(), time.time()))
+             str(verdict.env.get("torch", "")), verdict.to_json(), context_hash, time.time()))
         return int(cur.lastrowid)
+
+    def correct_kernels(self, context_hash: str, limit: int = 50) -> list[tuple[int, str, float]]:
+        """Correct kernels judged in this context by any run, fastest first: (verdict id, source, effective speedup)."""
+        rows = self._query("SELECT v.id, c.source, v.effective_speedup FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
+                           "WHERE v.context_hash=? AND v.status='correct' AND v.effective_speedup IS NOT NULL "
+                           "ORDER BY v.effective_speedup DESC LIMIT ?", (context_hash, limit))
+        return [(int(r[0]), r[1], float(r[2])) for r in rows]
+
+    def reusable_verdict(self, context_hash: str, norm_hash: str) -> int | None:
+        """The latest verdict of a candidate with the same normalized source in the same context, if any.
+        Timeouts are not reused: they can come from a busy machine rather than the code."""
+        rows = self._query("SELECT v.id FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.context_hash=? "
+                           "AND c.norm_hash=? AND v.status != 'timeout' ORDER BY v.id DESC LIMIT 1", (context_hash, norm_hash))
+        return int(rows[0][0]) if rows and context_hash and norm_hash else None
 
     def verdict(self, verdict_id: int) -> Verdict:
         rows = self._query("SELECT verdict_json FROM verdicts WHERE id=?", (verdict_id,))

@@ -118,4 +118,48 @@ MIGRATIONS: list[str] = [
         UNIQUE (run_id, task_key, sample, turn)
     );
     """,
+    """
+    ALTER TABLE attempts ADD COLUMN meta_json TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE candidates ADD COLUMN norm_hash TEXT NOT NULL DEFAULT '';
+    ALTER TABLE verdicts ADD COLUMN context_hash TEXT NOT NULL DEFAULT '';
+    CREATE INDEX verdicts_context ON verdicts(context_hash);
+    CREATE TABLE search_state (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        task_key TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value_json TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (run_id, task_key, key)
+    );
+    CREATE TABLE skills (
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        skill_json TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (name, version)
+    );
+    CREATE TABLE skill_snapshots (
+        id INTEGER PRIMARY KEY,
+        parent INTEGER REFERENCES skill_snapshots(id),
+        reason TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE skill_snapshot_members (
+        snapshot INTEGER NOT NULL REFERENCES skill_snapshots(id),
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (snapshot, name)
+    );
+    CREATE TABLE skill_candidates (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT REFERENCES runs(id),
+        task_key TEXT NOT NULL DEFAULT '',
+        skill_json TEXT NOT NULL,
+        status TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        evidence_json TEXT NOT NULL DEFAULT '{}',
+        snapshot INTEGER REFERENCES skill_snapshots(id),
+        created_at REAL NOT NULL
+    );
+    """,
 ]

@@ -17,14 +17,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from .judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, describe_device
-from .judge.sandbox import kill_all_workers
-from .llm import EndpointError, LLMConfig, Price, Spend, make_client
-from .report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
+from ..judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, describe_device
+from ..judge.sandbox import kill_all_workers
+from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
+from ..report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
                      write_report)
-from .search import RUN_KIND, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent
-from .store import Store
-from .tasks import Task, TaskError, find_solution, load_suite, resolve_task, task_from_module
+from ..search import (RUN_KIND, BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig,
+                      SearchEvent, SkillOptions)
+from ..skills import SkillError, SkillFileError
+from ..store import Store
+from ..tasks import Task, TaskError, find_solution, load_suite, resolve_task, task_from_module
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and vet tasks.")
@@ -339,7 +341,8 @@ def _new_optimize_config(target: Optional[str], model: Optional[str], values: di
         raise UsageError(f"bad option {'.'.join(str(x) for x in first['loc'])}: {message}") from None
 
 
-def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: dict[str, Any]) -> OptimizeConfig:
+def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: dict[str, Any],
+                    search_budget: dict[str, Any]) -> OptimizeConfig:
     if target is not None:
         raise UsageError("give either a TARGET or --resume RUN, not both (a resumed run keeps its own target)")
     try:
@@ -350,7 +353,9 @@ def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: di
         raise UsageError(f"run {run_id} is a {run.kind} run, not an optimize run")
     config = OptimizeConfig.model_validate(run.args)
     # a larger budget is the usual reason to resume; every other setting stays the run's own
-    return config.model_copy(update={"llm": config.llm.model_copy(update={k: v for k, v in budget.items() if v is not None})})
+    return config.model_copy(update={
+        "llm": config.llm.model_copy(update={k: v for k, v in budget.items() if v is not None}),
+        "search": config.search.model_copy(update={k: v for k, v in search_budget.items() if v is not None})})
 
 
 class _ProgressView:
@@ -415,8 +420,29 @@ def optimize_cmd(
     language: str = typer.Option(_default(SearchConfig, "language"), "--language", help="cuda (load_inline) or triton."),
     history_tokens: int = typer.Option(_default(SearchConfig, "history_tokens"), "--history-tokens", help="Longest conversation shown to the model "
                                                                        "(the task and the latest attempts that fit)."),
+    width: int = typer.Option(_default(BranchOptions, "width"), "--width", help="branch: ideas per round."),
+    impls: int = typer.Option(_default(BranchOptions, "impls"), "--impls", help="branch: implementations per idea."),
+    bank: int = typer.Option(_default(BranchOptions, "bank"), "--bank", help="branch: best earlier kernels kept as seeds."),
+    buckets: int = typer.Option(_default(ContrastiveOptions, "buckets"), "--buckets", help="contrastive: score buckets."),
+    bucket_temperature: float = typer.Option(_default(ContrastiveOptions, "temperature"), "--bucket-temperature",
+                                             help="contrastive: softmax temperature over bucket mean scores."),
+    islands: int = typer.Option(_default(EvolveOptions, "islands"), "--islands", help="evolve: islands."),
+    generations: int = typer.Option(_default(EvolveOptions, "generations"), "--generations", help="evolve: children per task."),
+    migrate_every: int = typer.Option(_default(EvolveOptions, "migrate_every"), "--migrate-every",
+                                      help="evolve: children between migrations."),
+    crossover: float = typer.Option(_default(EvolveOptions, "crossover"), "--crossover", help="evolve: chance of a crossover."),
+    parallel: int = typer.Option(_default(EvolveOptions, "parallel"), "--parallel", help="evolve: children in flight."),
+    seed: int = typer.Option(_default(SearchConfig, "seed"), "--seed", help="Seed of the strategies' random choices."),
+    skills: str = typer.Option("off", "--skills", help="on: show each task's samples skills the selector picked from "
+                                                       "the library (a no-skill scheme is always tried too)."),
+    skill_schemes: int = typer.Option(_default(SkillOptions, "schemes"), "--skill-schemes", help="Selector calls per task."),
+    skill_k: int = typer.Option(_default(SkillOptions, "k"), "--skill-k", help="Skills the selector may pick per scheme."),
+    learn: bool = typer.Option(_default(SkillOptions, "learn"), "--learn/--no-learn",
+                               help="With --skills on: summarize improving trajectories into candidate skills and verify them."),
     budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", help="Stop the run after this many tokens."),
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop the run after this many dollars."),
+    budget_judge_calls: Optional[int] = typer.Option(None, "--budget-judge-calls", help="Stop the run after this many evaluations."),
+    budget_wall_s: Optional[float] = typer.Option(None, "--budget-wall-s", help="Stop after this many seconds (of this invocation)."),
     prices: list[str] = typer.Option([], "--price", help="MODEL=IN,OUT dollars per million tokens (repeatable; globs)."),
     concurrency: int = typer.Option(_default(LLMConfig, "concurrency"), "--concurrency", help="Model calls in flight."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent judge evaluations (default: half the cores, at most 8)."),
@@ -429,10 +455,13 @@ def optimize_cmd(
 ) -> None:
     """Write faster kernels for every task of TARGET with a language model; every one is proved by the judge.
     Exit 0 when the run finished, 3 when it stopped early (budget, batch replies pending): resume it with --resume."""
+    if skills not in ("on", "off"):
+        raise UsageError(f"--skills {skills!r}: use on or off")
     with Store(workspace) as store:
         budget = {"budget_tokens": budget_tokens, "budget_usd": budget_usd}
+        search_budget = {"budget_judge_calls": budget_judge_calls, "budget_wall_s": budget_wall_s}
         if resume is not None:
-            config = _resumed_config(store, resume, target, budget)
+            config = _resumed_config(store, resume, target, budget, search_budget)
         else:
             llm = {"concurrency": concurrency, "temperature": temperature, "max_tokens": max_tokens,
                    "prices": _parse_prices(prices), **{k: v for k, v in budget.items() if v is not None}}
@@ -445,7 +474,12 @@ def optimize_cmd(
                                 "workers": workers, "out": str(out_dir) if out_dir else None,
                                 "judge": _config(config_file, None, None, None).to_dict()},
                 llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language,
-                      "history_tokens": history_tokens})
+                      "history_tokens": history_tokens, "seed": seed, **{k: v for k, v in search_budget.items() if v is not None},
+                      "branch": {"width": width, "impls": impls, "bank": bank},
+                      "contrastive": {"buckets": buckets, "temperature": bucket_temperature},
+                      "evolve": {"islands": islands, "generations": generations, "migrate_every": migrate_every,
+                                 "crossover": crossover, "parallel": parallel},
+                      "skills": {"enabled": skills == "on", "schemes": skill_schemes, "k": skill_k, "learn": learn}})
         tasks = _optimize_tasks(config)
         client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
         client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
@@ -454,8 +488,8 @@ def optimize_cmd(
             dev = describe_device(config.device)
             optimizer = Optimizer(config, store, client, pool, dev)
             run_id = resume or optimizer.start(tasks)
-            err.print(f"run {run_id}: {len(tasks)} tasks, {config.search.strategy} ({config.search.samples} samples x "
-                      f"{config.search.turns} turns), {config.llm.model} on {dev.name}", highlight=False)
+            err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on {dev.name}",
+                      highlight=False)
             done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
             with Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                           TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -513,23 +547,20 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except (TaskError, TaskRunError, DeviceUnavailable, UsageError, EndpointError) as e:
+    except (TaskError, TaskRunError, DeviceUnavailable, UsageError, EndpointError, SkillError, SkillFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
     except Exception as e:  # noqa: BLE001 - last resort: one line, the traceback only on request
-        import click
-        if isinstance(e, click.ClickException):
+        # click's exceptions, by shape: typer ships its own copy of click in recent versions
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):  # click's form of Ctrl-C
+        if type(e).__name__ == "Abort":  # click's form of Ctrl-C
             _interrupted()
         if debug:
             raise
         print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)
         sys.exit(1)
 
-
-if __name__ == "__main__":
-    main()

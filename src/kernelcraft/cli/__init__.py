@@ -1,0 +1,6 @@
+"""The `kernelcraft` command (typer): parse, call, print. Logic lives in the packages."""
+
+from . import skills as _skills  # noqa: F401  (adds the `skills` commands)
+from .app import app, main
+
+__all__ = ["app", "main"]
