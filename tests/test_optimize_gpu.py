@@ -59,3 +59,31 @@ def test_optimize_level1_on_the_gpu(sample: Path, tmp_path: Path, cache_dir: Pat
     assert tasks["level1/40_LayerNorm"]["speedup"] is None and tasks["level1/23_Softmax"]["speedup"] is None
     assert out["spend"]["calls"] == 6 and out["spend"]["cost_usd"] > 0
     assert "no correct candidate" in Path(out["report"]).read_text()
+
+
+def _branch_reply(messages: list[dict[str, Any]]) -> str:
+    system = messages[0]["content"]
+    if "You do not write code" in system:
+        return '```json\n{"ideas": ["128-bit vectorized loads and stores", "one thread per element, grid-stride"]}\n```'
+    if "You choose which optimization" in system:
+        return '```json\n{"skills": [{"name": "vectorized-loads", "reason": "a memory-bound elementwise op"}]}\n```'
+    return f"```python\n{RELU if 'vectorized' in messages[1]['content'] else BROKEN}```"
+
+
+@pytest.mark.gpu
+def test_branch_with_skills_on_the_gpu(sample: Path, tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    relu = tmp_path / "19_ReLU.py"
+    relu.write_text((sample / "level1" / "19_ReLU.py").read_text().replace("batch_size = 4096", "batch_size = 256"))
+    with FakeOpenAI(models=["fake-coder"], responder=_branch_reply) as srv:
+        p = kc("optimize", "19_ReLU.py", "--model", "fake-coder", "--base-url", srv.url, "--device", "cuda", "--strategy",
+               "branch", "--turns", "2", "--width", "2", "--impls", "1", "--skills", "on", "--no-learn", "--config",
+               "fast.toml", "--json", cwd=tmp_path, cache=cache_dir)
+    print(p.stderr[-3000:])
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    print("[gpu] branch+skills", json.dumps(out["tasks"]))
+    (task,) = out["tasks"]
+    assert task["speedup"] is not None and task["attempts"] == 4
+    html = Path(out["report"]).read_text()
+    assert "vectorized-loads" in html and "128-bit vectorized loads" in html

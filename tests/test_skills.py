@@ -163,3 +163,17 @@ def test_the_skill_path_end_to_end(tmp_path: Path, cache_dir: Path) -> None:
     with sqlite3.connect(tmp_path / "ws" / "kernelcraft.db") as c:
         args = json.loads(c.execute("SELECT args_json FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()[0])
     assert args["search"]["skills"]["snapshot"] == 1 and listed["snapshot"] == 2
+
+
+def test_recall_does_not_bring_jax_onto_the_gpu() -> None:
+    # an import hook that fails the test if anything tries to import JAX (bm25s would, where it is installed)
+    code = ("import sys\n"
+            "sys.meta_path.insert(0, type('F', (), {'find_spec': staticmethod(lambda n, *a: (_ for _ in ()).throw("
+            "AssertionError('imported ' + n)) if n.split('.')[0] == 'jax' else None)})())\n"
+            "from kernelcraft.skills import recall, seed_skills\n"
+            "assert recall(seed_skills(), 'softmax over rows', k=3)\n"
+            "assert 'jax' not in sys.modules\n")
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
