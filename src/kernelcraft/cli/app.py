@@ -313,6 +313,16 @@ def _parse_prices(items: list[str]) -> dict[str, Price]:
     return prices
 
 
+def _endpoint_options(base_url: Optional[str], api_key_env: Optional[str], prices: list[str]) -> dict[str, Any]:
+    """LLMConfig values from the endpoint flags; flags not given keep the model's defaults."""
+    llm: dict[str, Any] = {"prices": _parse_prices(prices)}
+    if base_url is not None:
+        llm["base_url"] = base_url
+    if api_key_env is not None:
+        llm["api_key_env"] = api_key_env
+    return llm
+
+
 def _optimize_tasks(config: OptimizeConfig) -> list[Task]:
     """The tasks of a target: a user's module (path.py:Class with --inputs), a task file or suite, or a bundled example."""
     if config.inputs is not None:
@@ -463,12 +473,8 @@ def optimize_cmd(
         if resume is not None:
             config = _resumed_config(store, resume, target, budget, search_budget)
         else:
-            llm = {"concurrency": concurrency, "temperature": temperature, "max_tokens": max_tokens,
-                   "prices": _parse_prices(prices), **{k: v for k, v in budget.items() if v is not None}}
-            if base_url is not None:
-                llm["base_url"] = base_url
-            if api_key_env is not None:
-                llm["api_key_env"] = api_key_env
+            llm = {**_endpoint_options(base_url, api_key_env, prices), "concurrency": concurrency, "temperature": temperature,
+                   "max_tokens": max_tokens, **{k: v for k, v in budget.items() if v is not None}}
             config = _new_optimize_config(
                 target, model, {"inputs": inputs, "init_inputs": init_inputs, "sets": sets, "device": device,
                                 "workers": workers, "out": str(out_dir) if out_dir else None,

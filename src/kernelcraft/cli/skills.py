@@ -14,8 +14,8 @@ from ..llm import make_client
 from ..search import Optimizer, Verification
 from ..skills import Skill, SkillError, SkillFileError, SkillLibrary, read_skill_file
 from ..store import Store
-from .app import (ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _new_optimize_config, _optimize_tasks,
-                  _parse_prices, app, err, out)
+from .app import (ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _endpoint_options, _new_optimize_config,
+                  _optimize_tasks, app, err, out)
 
 skills_app = typer.Typer(no_args_is_help=True, help="The skill library: list, show, add, remove, verify, export, import, diff.")
 app.add_typer(skills_app, name="skills")
@@ -120,13 +120,8 @@ def skills_verify(
 def _verify(store: Store, skill: Skill, task: str, model: Optional[str], base_url: Optional[str], api_key_env: Optional[str],
             prices: list[str], samples: int, turns: int, language: str, device: str, sets: list[str],
             config_file: Optional[Path]) -> Verification:
-    llm = {"prices": _parse_prices(prices)}
-    if base_url is not None:
-        llm["base_url"] = base_url
-    if api_key_env is not None:
-        llm["api_key_env"] = api_key_env
     config = _new_optimize_config(task, model, {"sets": sets, "device": device, "judge": _config(config_file, None, None, None).to_dict()},
-                                  llm, {"language": language, "skills": {"enabled": True, "verify_samples": samples,
+                                  _endpoint_options(base_url, api_key_env, prices), {"language": language, "skills": {"enabled": True, "verify_samples": samples,
                                                                          "verify_turns": turns}})
     tasks = _optimize_tasks(config)
     if len(tasks) != 1:

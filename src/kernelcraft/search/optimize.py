@@ -81,12 +81,7 @@ class Optimizer:
     def run(self, run_id: str, tasks: list[Task]) -> RunResult:
         """Run (or continue) `run_id` over `tasks`. On KeyboardInterrupt nothing more is recorded
         and the interrupt propagates; every attempt recorded before it stays."""
-        calls = CallLog(self.store, run_id)
-        self.client.on_call = calls
-        self._count_earlier_spend(run_id)
-        search = self.config.search
-        budget = JudgeBudget(search.budget_judge_calls, search.budget_wall_s, self.store.judge_calls(run_id))
-        coder = Coder(self.client, search.language, self.device)
+        coder, calls, budget = self._attach(run_id)
         finished = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
         errors: dict[str, str] = {}
         stopped: str | None = None
@@ -115,6 +110,16 @@ class Optimizer:
         done = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
         results = [self._result(run_id, t, t.key in done, errors.get(t.key)) for t in tasks]
         return RunResult(run_id, results, stopped, self.client.spend, self.out_dir(run_id))
+
+    def _attach(self, run_id: str) -> tuple[Coder, CallLog, JudgeBudget]:
+        """Point the model client at `run_id`'s records and budgets; returns the coder, the call log and
+        the judge budget, in the order `context` takes them."""
+        calls = CallLog(self.store, run_id)
+        self.client.on_call = calls
+        self._count_earlier_spend(run_id)
+        search = self.config.search
+        budget = JudgeBudget(search.budget_judge_calls, search.budget_wall_s, self.store.judge_calls(run_id))
+        return Coder(self.client, search.language, self.device), calls, budget
 
     def _count_earlier_spend(self, run_id: str) -> None:
         """Budgets cover the whole run: what earlier invocations of it spent counts too."""
@@ -154,11 +159,8 @@ class Optimizer:
         """Admission by verification for one skill on one task (`kernelcraft skills verify`): the run
         regenerates the task's kernel with and without it and admits it if the judge's numbers say so."""
         assert self.library is not None, "skills must be enabled to verify one"
-        calls = CallLog(self.store, run_id)
-        self.client.on_call = calls
+        ctx = self.context(task, run_id, *self._attach(run_id))
         search = self.config.search
-        ctx = self.context(task, run_id, Coder(self.client, search.language, self.device), calls,
-                           JudgeBudget(search.budget_judge_calls, search.budget_wall_s, self.store.judge_calls(run_id)))
         cid = self.store.record_skill_candidate(skill.model_dump(mode="json"), "pending", "awaiting verification",
                                                 run_id=run_id, task_key=task.key)
         learner = SkillLearner(self.library, SkillSummarizer(self.client))

@@ -34,7 +34,5 @@ def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, 
 @register("refine")
 class Refine:
     def run(self, ctx: TaskContext) -> None:
-        run_parallel([lambda s=s: self._sample(ctx, s) for s in range(ctx.config.samples)], "refine")
-
-    def _sample(self, ctx: TaskContext, sample: int) -> None:
-        converse(ctx, sample, ctx.opening(sample), ctx.config.turns)
+        run_parallel([lambda s=s: converse(ctx, s, ctx.opening(s), ctx.config.turns) for s in range(ctx.config.samples)],
+                     "refine")
