@@ -137,6 +137,58 @@ def test_evolve_islands_mutate_repair_and_migrate(tmp_path: Path, cache_dir: Pat
     assert all(r["meta"]["parents"] for r in rows if r["meta"]["op"] != "fresh")
 
 
+def _stop_then_resume(tmp_path: Path, cache_dir: Path, args: list[str], model: Any, judge_calls: int) -> list[dict[str, Any]]:
+    """Run with a judge budget that stops the search part way, resume it with room to finish; the
+    model requests of both invocations, in order."""
+    with FakeOpenAI(models=["fake-coder"], responder=model) as srv:
+        p = kc(*args, "--base-url", srv.url, "--budget-judge-calls", str(judge_calls), cwd=tmp_path, cache=cache_dir)
+        assert p.returncode == 3 and "judge budget is spent" in p.stderr, p.stdout + p.stderr
+        run_id = json.loads(p.stdout)["run_id"]
+        p = kc("optimize", "--resume", run_id, "--budget-judge-calls", "50", "--json", cwd=tmp_path, cache=cache_dir)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return [r["messages"] for r in srv.requests]
+
+
+def test_contrastive_resumes_without_asking_again_for_recorded_slots(tmp_path: Path, cache_dir: Path) -> None:
+    plain: list[int] = []
+
+    def model(messages: list[dict[str, Any]]) -> str:
+        if "code 1 (" in messages[1]["content"]:
+            return CONTRASTIVE_ANSWER
+        plain.append(1)
+        return fenced(FAST if len(plain) == 1 else SLOW)
+
+    args = ["optimize", *_setup(tmp_path), "--strategy", "contrastive", "--turns", "2", "--samples", "2"]
+    requests = _stop_then_resume(tmp_path, cache_dir, args, model, judge_calls=1)
+    rows = _attempts(tmp_path)
+    assert [(r["sample"], r["turn"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    plain = [m for m in requests if "code 1 (" not in m[1]["content"]]
+    assert len(plain) <= 3  # the slot judged before the stop is replayed, not asked again
+    round_two = [r for r in rows if r["turn"] == 1]
+    assert all(len(r["meta"]["exemplars"]) == 2 for r in round_two)  # the exemplars include the pre-stop kernel
+
+
+def test_evolve_resumes_its_islands_from_the_recorded_children(tmp_path: Path, cache_dir: Path) -> None:
+    fresh: list[int] = []
+
+    def model(messages: list[dict[str, Any]]) -> str:
+        task = messages[1]["content"]
+        if "Combine the strengths" in task or "Improve this kernel" in task:
+            return _evolve_model(messages)
+        fresh.append(1)
+        return fenced(WRONG if len(fresh) == 1 else SLOW)
+
+    args = ["optimize", *_setup(tmp_path), "--strategy", "evolve", "--generations", "6", "--islands", "2",
+            "--parallel", "1", "--migrate-every", "4", "--crossover", "0.5"]
+    _stop_then_resume(tmp_path, cache_dir, args, model, judge_calls=2)
+    rows = _attempts(tmp_path)
+    assert len(rows) == 6 and len(fresh) == 2  # both islands' founders were rebuilt from the store, not asked again
+    ops = [r["meta"]["op"] for r in rows]
+    assert ops.count("fresh") == 2 and "repair" in ops
+    assert all(r["meta"]["parents"] for r in rows if r["meta"]["op"] != "fresh")
+    assert {r["meta"]["island"] for r in rows} == {0, 1}
+
+
 def _outcome(speedup: float, vid: int) -> Outcome:
     return Outcome("correct", speedup, "", f"src{vid}", vid)
 

@@ -10,7 +10,7 @@ import ast
 import re
 from pathlib import Path
 
-from .model import DTYPES, Task, TaskMeta
+from .model import CHECKS, DTYPES, Task, TaskMeta
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 EXAMPLES_SUITE = "examples"
@@ -36,6 +36,9 @@ def _parse_meta(tree: ast.Module, where: str) -> TaskMeta:
             meta = TaskMeta.from_dict(raw)
             if meta.dtype not in DTYPES:
                 raise TaskError(f"{where}: dtype {meta.dtype!r} is not one of {', '.join(DTYPES)}")
+            unknown = sorted(set(meta.checks) - set(CHECKS))
+            if unknown:
+                raise TaskError(f"{where}: unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
             return meta
     return TaskMeta()
 

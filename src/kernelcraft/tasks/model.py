@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Any
 
 DTYPES = ("float32", "float16", "bfloat16")
+# Extra correctness checks a task may ask the judge for (the GEMM suite asks for both):
+# binary_exact: inputs of 0s and 1s, outputs compared exactly against a float64 reference where
+#   the exact value is representable in the task's dtype;
+# guard_zones: inputs inside canary-filled guard regions and a canary region after the output's
+#   allocation, so writes outside the result are caught.
+CHECKS = ("binary_exact", "guard_zones")
 
 
 @dataclass(frozen=True)
@@ -20,10 +26,12 @@ class TaskMeta:
     rtol: float | None = None
     # Overrides of module-level constants per device ("cpu", "cuda"); module constants are the default.
     sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["tags"] = list(self.tags)
+        d["checks"] = list(self.checks)
         return d
 
     @classmethod
@@ -35,6 +43,7 @@ class TaskMeta:
             atol=d.get("atol"),
             rtol=d.get("rtol"),
             sizes={k: dict(v) for k, v in (d.get("sizes") or {}).items()},
+            checks=tuple(d.get("checks", ())),
         )
 
 

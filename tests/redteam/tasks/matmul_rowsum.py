@@ -15,7 +15,10 @@ N = 384
 KERNELCRAFT = {
     "description": "Row sums of a matrix product (red-team target with an algebraic shortcut).",
     "dtype": "float32",
-    "sizes": {"cuda": {"M": 4096, "K": 4096, "N": 4096}},
+    # Wide and shallow: the FLOP floor (2MNK over the bf16 peak) grows with M*N*K while the shortcut
+    # reads only M*K + K*N elements, so the shortcut lands several times under the floor on any
+    # Hopper (at 4096^3 it sat just above the floor on an H100).
+    "sizes": {"cuda": {"M": 8192, "K": 2048, "N": 8192}},
 }
 
 
