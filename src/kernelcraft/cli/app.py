@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, describe_device
+from ..judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, baseline_kind, describe_device
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
 from ..report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
@@ -170,36 +170,52 @@ def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a 
     out.print(table)
 
 
-def _record_baselines(judge: Judge, store: Store, t: Task, env: dict[str, Any], compiled: bool = True) -> dict[str, float]:
-    try:
-        stats = judge.baseline(t, compiled=compiled)
-    except TaskRunError as e:
-        print(f"warning: {t.key}: baseline failed: {e}", file=sys.stderr)
-        if not compiled:
-            return {}
-        stats = judge.baseline(t, compiled=False)
-    names = {"reference": "eager", "compiled": "compile"}
-    for name, s in stats.items():
-        store.record_baseline(t.key, judge.device, str(env.get("device_name", "")), names[name], s, str(env.get("torch", "")))
-    return {names[n]: s.median_ms for n, s in stats.items()}
+def _record_baselines(judge: Judge, store: Store, t: Task, env: dict[str, Any], compiled: bool = True,
+                      tunableop: bool = False, scenarios: tuple[str, ...] = ("offline",)) -> dict[str, float]:
+    """Time the task's baselines in each scenario and record them; their medians by store kind."""
+    found: dict[str, float] = {}
+    for scenario in scenarios:
+        try:
+            stats = judge.baseline(t, compiled=compiled, tunableop=tunableop, scenario=scenario)
+        except TaskRunError as e:
+            print(f"warning: {t.key}: baseline failed: {e}", file=sys.stderr)
+            if not compiled:
+                continue
+            stats = judge.baseline(t, compiled=False, tunableop=tunableop, scenario=scenario)
+        for side, s in stats.items():
+            kind = baseline_kind(side, scenario)
+            store.record_baseline(t.key, judge.device, str(env.get("device_name", "")), kind, s, str(env.get("torch", "")))
+            found[kind] = s.median_ms
+    return found
 
 
 @app.command("baseline")
 def baseline_cmd(suite: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, or 'examples'."),
                  device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt,
-                 compiled: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile.")) -> None:
-    """Record eager and torch.compile times of each task's reference on this device."""
+                 compiled: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile."),
+                 tunableop: bool = typer.Option(False, "--tunableop", help="Also time PyTorch's TunableOp (cuBLAS/cuBLASLt "
+                                                                            "autotuned per shape; CUDA only)."),
+                 scenario: str = typer.Option("offline", "--scenario", help="offline (back to back), server (random "
+                                                                            "pauses between calls), or both.")) -> None:
+    """Record the reference's baseline times on this device: eager, torch.compile, TunableOp."""
+    if scenario not in ("offline", "server", "both"):
+        raise UsageError(f"--scenario {scenario!r}: use offline, server or both")
+    if tunableop and device != "cuda":
+        raise UsageError("--tunableop needs --device cuda")
+    scenarios = ("offline", "server") if scenario == "both" else (scenario,)
     tasks = _suite(suite, device, sets)
+    kinds = [baseline_kind(side, sc) for sc in scenarios for side in ("reference", "compiled", "tunableop")
+             if (side != "compiled" or compiled) and (side != "tunableop" or tunableop)]
     table = Table(title="baselines (ms, median)", title_justify="left")
-    for col in ("task", "eager", "compile"):
+    for col in ("task", *kinds):
         table.add_column(col, justify="right" if col != "task" else "left")
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir)
         for t in _progress(tasks, "timing baselines"):
             store.put_task(t)
             env = judge.reference(t).env
-            b = _record_baselines(judge, store, t, env, compiled)
-            table.add_row(t.key, f"{b['eager']:.4g}" if "eager" in b else "-", f"{b['compile']:.4g}" if "compile" in b else "-")
+            b = _record_baselines(judge, store, t, env, compiled, tunableop, scenarios)
+            table.add_row(t.key, *(f"{b[k]:.4g}" if k in b else "-" for k in kinds))
     out.print(table)
 
 

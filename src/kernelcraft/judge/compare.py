@@ -37,8 +37,9 @@ class Mismatch:
 
 
 def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,
-                    device: torch.device | None = None) -> Mismatch:
+                    device: torch.device | None = None, nan_skips: bool = False) -> Mismatch:
     """Compare every element: |got - expected| <= atol + rtol * |expected|, NaN only where expected is NaN.
+    With `nan_skips`, a NaN in `expected` marks an element not checked (the binary_exact check).
 
     The work runs on `device` (default: where `expected` is), one chunk at a time, so multi-GB
     outputs held in host memory are compared at the GPU's speed without a full device copy."""
@@ -66,6 +67,9 @@ def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
         inf_same = torch.isinf(ec) & (gc == ec)
         diff = torch.where(both_nan | inf_same, torch.zeros_like(diff), diff)
         diff = torch.where(nan_g ^ nan_e, torch.full_like(diff, float("inf")), diff)
+        if nan_skips:
+            diff = torch.where(nan_e, torch.zeros_like(diff), diff)
+            res.total -= int(nan_e.sum())
         allowed = atol + rtol * ec.abs().nan_to_num(0.0, posinf=0.0)
         excess = diff - allowed
         bad = excess > 0
@@ -103,7 +107,7 @@ def flatten_outputs(out: Any) -> list[Any]:
 
 
 def compare_outputs(got: list[Any], expected: list[Any], atol: float, rtol: float,
-                    device: torch.device | None = None) -> Mismatch:
+                    device: torch.device | None = None, nan_skips: bool = False) -> Mismatch:
     """Compare two flattened forward results; the worst per-output result is returned."""
     if len(got) != len(expected):
         return Mismatch(False, reason=f"returned {len(got)} outputs, expected {len(expected)}")
@@ -115,7 +119,7 @@ def compare_outputs(got: list[Any], expected: list[Any], atol: float, rtol: floa
             continue
         if type(g) is not torch.Tensor:
             return Mismatch(False, reason=f"output {i} is {type(g).__name__}, expected a torch.Tensor")
-        m = compare_tensors(g, e, atol, rtol, device)
+        m = compare_tensors(g, e, atol, rtol, device, nan_skips)
         if not m.ok:
             if len(expected) > 1:
                 m.reason = f"output {i}: {m.describe()}"

@@ -43,6 +43,11 @@ class TimingConfig:
     cpu_flush_bytes: int = 32 * 1024 * 1024
     min_noise: float = 0.01  # a speedup within max(noise, this) of 1.0 is reported as none
     remeasure_above: float = 3.0  # re-time any speedup above this before believing it
+    # The server scenario (besides offline, back to back): a pause before every timed call,
+    # exponential with mean 1/server_qps seconds, not timed. Reported in Verdict.scenarios.
+    server: bool = False
+    server_qps: float = 200.0
+    server_max_iters: int = 100
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class JudgeConfig:
     """Everything the judge can be told. Rules of DESIGN.md hold whatever these say."""
 
     seeds: int = 5  # correctness seeds (secret, drawn per judge session)
+    binary_seeds: int = 2  # 0/1 input sets of tasks that ask for the binary_exact check
     atol: float | None = None  # None: per dtype (task metadata first)
     rtol: float | None = None
     allow_tf32: bool = False

@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,7 +31,17 @@ from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
 from .static import check_source
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "1"
+JUDGE_VERSION = "2"  # 2: binary_exact and guard_zones checks, the server timing scenario
+
+
+_BASELINE_KINDS = {"reference": "eager", "compiled": "compile", "tunableop": "tunableop"}
+
+
+def baseline_kind(side: str, scenario: str = "offline") -> str:
+    """The name a baseline of `Judge.baseline` is stored under: eager, compile or tunableop,
+    with "@server" for the server scenario."""
+    kind = _BASELINE_KINDS[side]
+    return kind if scenario == "offline" else f"{kind}@{scenario}"
 
 
 class DeviceUnavailable(Exception):
@@ -88,6 +99,7 @@ class Judge:
         rng = secrets.SystemRandom()
         self.seeds = [rng.randrange(1, 2**31) for _ in range(self.config.seeds)]
         self.timing_seeds = [rng.randrange(1, 2**31) for _ in range(self.config.timing.input_sets)]
+        self.binary_seeds = [rng.randrange(1, 2**31) for _ in range(self.config.binary_seeds)]
         self.init_seed = rng.randrange(1, 2**31)
         self._refs: OrderedDict[str, Future[ReferenceData]] = OrderedDict()
         self._lock = threading.Lock()
@@ -160,6 +172,8 @@ class Judge:
                     if op["op"] == "reference":
                         # mapped, not copied: the pages outlive the file's removal with the scratch directory
                         a["loaded"] = [torch.load(w.scratch / f"ref_{i}.pt", weights_only=True, mmap=True) for i in range(len(op["seeds"]))]
+                        a["loaded_binary"] = [torch.load(w.scratch / f"binref_{i}.pt", weights_only=True, mmap=True)
+                                              for i in range(len(a.get("binary", [])))]
                     a.setdefault("env", env)
                     answers.append(a)
                     if on_answer:
@@ -200,11 +214,14 @@ class Judge:
                 future.set_result(ReferenceData(
                     outputs=a["loaded"], meta=[o["meta"] for o in a["outputs"]], mutates_inputs=a["mutates_inputs"],
                     aliases_input=any(o["aliases_input"] for o in a["outputs"]), flops=a["flops"], bytes=a["bytes"],
-                    trusted_future=trusted, env=a["env"]))
+                    trusted_future=trusted, env=a["env"], binary=[{k: b[k] for k in ("seed", "p", "share")} for b in a["binary"]],
+                    binary_outputs=a["loaded_binary"]))
                 self._evict_references()
 
         try:
-            self._trusted_call(task, [{"op": "reference", "seeds": self.seeds}, {"op": "prepare_timing", "seeds": self.timing_seeds},
+            binary = self.binary_seeds if "binary_exact" in task.meta.checks else []
+            self._trusted_call(task, [{"op": "reference", "seeds": self.seeds, "binary_seeds": binary},
+                                      {"op": "prepare_timing", "seeds": self.timing_seeds},
                                      {"op": "time_reference", "seeds": self.timing_seeds,
                                       "target_ms": self.config.timing.trusted_target_ms}],
                                timed_ops={"time_reference"}, on_answer=on_answer)
@@ -221,10 +238,13 @@ class Judge:
             while len(done) > 1 and size > self._ref_cache_bytes:
                 size -= self._refs.pop(done.pop(0)).result().held_bytes
 
-    def baseline(self, task: Task, compiled: bool = True) -> dict[str, TimingStats]:
-        """Eager (and torch.compile) reference times by the recipe, in a trusted worker."""
+    def baseline(self, task: Task, compiled: bool = True, tunableop: bool = False,
+                 scenario: str = "offline") -> dict[str, TimingStats]:
+        """Reference times by the recipe, in a trusted worker: eager ("reference"), torch.compile
+        ("compiled"), and PyTorch's TunableOp ("tunableop", CUDA only), offline or server."""
         _, a = self._trusted_call(task, [{"op": "prepare_timing", "seeds": self.timing_seeds},
-                                         {"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled}],
+                                         {"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled,
+                                          "tunableop": tunableop, "scenario": scenario}],
                                   timed_ops={"time_reference"})
         return {name: TimingStats.of(s) for name, s in a["samples"].items()}
 
@@ -353,8 +373,13 @@ class Judge:
 
         ref = ref_future.result()
         # correctness: the candidate's outputs against the trusted reference's, every element, every seed
+        first_out = next((t for t in ref.outputs[0] if hasattr(t, "numel")), None) if ref.outputs else None
+        guard_bytes = (first_out.numel() * first_out.element_size() if first_out is not None else 0) \
+            if "guard_zones" in task.meta.checks else None
         a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
-                                             "poison_bytes": 2 * ref.output_bytes + (64 << 20)},
+                                             "poison_bytes": 2 * ref.output_bytes + (64 << 20),
+                                             "binary": [{"seed": b["seed"], "p": b["p"]} for b in ref.binary[:cfg.binary_seeds]],
+                                             "guard_output_bytes": guard_bytes},
                        timeouts.correctness, Status.RUNTIME_ERROR)
         stage = v.stages[-1]
         atol, rtol = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
@@ -385,6 +410,10 @@ class Judge:
         v.errors = worst
         stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst,
                          "native_thread_growth": a.get("native_thread_growth", 0)}
+        if a["binary"]:
+            stage.details["binary_exact"] = self._check_binary(w, a["binary"], ref, stage)
+        if guard_bytes is not None:
+            stage.details["guard_zones"] = {"output": a["guards"]}
         if a.get("native_thread_growth", 0) > 0:
             v.flags.append(Flag("native_threads", f"{a['native_thread_growth']} native thread(s) appeared during the candidate's calls"))
 
@@ -435,6 +464,12 @@ class Judge:
                 remeasured = ref_t.median_ms / cand_t.median_ms
                 if abs(remeasured - first) > 0.1 * first:
                     v.flags.append(Flag("noisy_timing", f"a large win did not reproduce: {first:.2f}x then {remeasured:.2f}x"))
+            if cfg.timing.server:
+                c = self._step(w, v, "timing", {**cmd, "scenario": "server"}, timeouts.timing, Status.RUNTIME_ERROR)
+                v.stages.pop()
+                sref, scand = TimingStats.of(c["samples"]["reference"]), TimingStats.of(c["samples"]["candidate"])
+                v.scenarios["server"] = {"qps": cfg.timing.server_qps, "speedup": sref.median_ms / scand.median_ms,
+                                         "reference": asdict(sref), "candidate": asdict(scand)}
         v.reference, v.candidate = ref_t, cand_t
         v.speedup = ref_t.median_ms / cand_t.median_ms
         noise = max(ref_t.rel_spread, cfg.timing.min_noise)
@@ -446,6 +481,27 @@ class Judge:
                                 "phases_s": a.get("phases_s")}
         v.env["clocks"] = a["clocks"]
         return audit
+
+    def _check_binary(self, w: WorkerProcess, outputs: list[dict[str, Any]], ref: ReferenceData,
+                      stage: StageResult) -> list[dict[str, Any]]:
+        """The binary_exact check: on inputs of 0s and 1s every checkable element must equal the
+        float64 reference exactly (a dropped term, a wrong index or a lower-precision product shows
+        as an integer off, where random inputs hide it inside the tolerance)."""
+        checked = []
+        for i, (out, info) in enumerate(zip(outputs, ref.binary)):
+            if out["mutated"] and not ref.mutates_inputs:
+                stage.ok = False
+                raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {out['mutated']} (0/1 inputs {i})")
+            got = torch.load(w.scratch / f"bin_{i}.pt", weights_only=True, mmap=True)
+            m = compare_outputs(got, ref.binary_outputs[i], 0.0, 0.0, self._compare_device, nan_skips=True)
+            del got
+            if not m.ok:
+                stage.ok = False
+                stage.details = {"binary_exact": m.to_dict()}
+                raise _Failed(Status.INCORRECT, f"inputs of 0s and 1s (ones with probability {info['p']:.3g}), compared exactly: "
+                                                f"{m.describe()}")
+            checked.append({"p": info["p"], "checked": m.total, "share": info["share"]})
+        return checked
 
     def _audit(self, task: Task, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig) -> None:
         """Physical floor, slowed reference, clocks: the last word on a correct candidate."""

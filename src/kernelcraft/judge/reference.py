@@ -24,6 +24,10 @@ class ReferenceData:
     bytes: int
     trusted_future: Future[TimingStats]  # the reference timed alone; measured after the outputs
     env: dict[str, Any] = field(default_factory=dict)
+    # The binary_exact check: per 0/1 input set, its seed and share of ones, and the exact outputs
+    # (NaN where the task's dtype cannot hold the exact value).
+    binary: list[dict[str, Any]] = field(default_factory=list)
+    binary_outputs: list[list[Any]] = field(default_factory=list)
 
     @property
     def trusted(self) -> TimingStats:
@@ -37,4 +41,4 @@ class ReferenceData:
     @property
     def held_bytes(self) -> int:
         """What the outputs of every seed occupy in the parent's memory."""
-        return self.output_bytes * len(self.outputs)
+        return self.output_bytes * (len(self.outputs) + len(self.binary_outputs))

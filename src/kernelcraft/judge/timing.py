@@ -25,15 +25,21 @@ _roll = torch.roll
 
 
 class Clock:
-    """Times one call: L2 flushed, device idle at the start, whole device synchronised before the end event."""
+    """Times one call: L2 flushed, device idle at the start, whole device synchronised before the end event.
+    With `pause` (the server scenario), the device then idles for the pause, which is not timed."""
 
-    def __init__(self, device: torch.device, cfg: TimingConfig) -> None:
+    def __init__(self, device: torch.device, cfg: TimingConfig, pause: Callable[[], None] | None = None) -> None:
         self.cuda = device.type == "cuda"
         nbytes = cfg.flush_bytes if self.cuda else cfg.cpu_flush_bytes
         self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+        self.pause = pause
 
     def time_call(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, Any]:
         self.flush_buf.zero_()
+        if self.pause is not None:
+            if self.cuda:
+                _sync()
+            self.pause()
         if self.cuda:
             _sync()
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -46,6 +52,14 @@ class Clock:
         t0 = _perf_ns()
         out = fn(*args)
         return (_perf_ns() - t0) / 1e6, out
+
+
+def server_pause(qps: float, rng: random.Random) -> Callable[[], None]:
+    """Idle time before each call of the server scenario: exponential with mean 1/QPS, as the gaps
+    between requests of inference traffic (caches and clocks cool between calls)."""
+    def pause() -> None:
+        time.sleep(rng.expovariate(qps))
+    return pause
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:

@@ -83,6 +83,8 @@ class Verdict:
     errors: dict[str, float] = field(default_factory=dict)  # worst max_abs, max_rel, rel_l2
     candidate_hash: str = ""
     env: dict[str, Any] = field(default_factory=dict)  # device name, clocks, versions
+    # Timings under other scenarios than offline, e.g. "server": {"qps", "speedup", "reference", "candidate"}
+    scenarios: dict[str, Any] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:

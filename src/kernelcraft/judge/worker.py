@@ -11,6 +11,7 @@ does), so it runs on a bare GPU machine. Roles:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -29,11 +30,14 @@ from .buildcache import BuildError, BuildRecorder
 from .compare import compare_outputs, flatten_outputs
 from .config import JudgeConfig
 from .coverage import profile_call
+from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, ThreadWatch, native_threads, pin_precision
 from .launches import LaunchCounter
-from .timing import Clock, clock_info, run_interleaved
+from .timing import Clock, clock_info, run_interleaved, server_pause
 
 TASK_FILE = "task.py"
+# The largest integer each dtype holds exactly together with every integer below it.
+EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 1 << 24}
 CANDIDATE_FILE = "candidate.py"
 
 
@@ -191,8 +195,35 @@ class Worker:
         tensors = [t for t in xs + out if isinstance(t, torch.Tensor)]
         state = list(self.reference.state_dict().values())
         nbytes = sum(t.numel() * t.element_size() for t in tensors + state)
-        return {"ok": True, "outputs": results, "mutates_inputs": mutates, "flops": int(fc.get_total_flops()),
-                "bytes": int(nbytes), "env": self.env()}
+        binary = self.binary_reference(cmd["binary_seeds"], out_dir) if cmd.get("binary_seeds") else []
+        return {"ok": True, "outputs": results, "binary": binary, "mutates_inputs": mutates,
+                "flops": int(fc.get_total_flops()), "bytes": int(nbytes), "env": self.env()}
+
+    def binary_reference(self, seeds: list[int], out_dir: Path) -> list[dict[str, Any]]:
+        """Exact outputs for inputs of 0s and 1s (the binary_exact check): the reference in float64.
+        Elements whose exact value the task's dtype cannot hold exactly (or that are not integers)
+        are saved as NaN, which the parent skips. The share of ones is halved until at least half
+        of the elements can be checked (a long inner dimension sums many ones)."""
+        limit = EXACT_INTEGER_LIMIT[str(self.dtype).removeprefix("torch.")]
+        exact_model = copy.deepcopy(self.reference).to(torch.float64)
+        results = []
+        for i, seed in enumerate(seeds):
+            p = 0.5
+            for _ in range(12):
+                xs = runtime.make_inputs(self.task, seed, self.device, self.dtype, p)
+                with torch.no_grad():
+                    out = flatten_outputs(exact_model(*[x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                                                        else x for x in xs]))
+                tensors = [o for o in out if isinstance(o, torch.Tensor)]
+                checkable = [(o.abs() <= limit) & (o == o.round()) for o in tensors]
+                share = sum(int(c.sum()) for c in checkable) / max(1, sum(o.numel() for o in tensors))
+                if share >= 0.5:
+                    break
+                p /= 2
+            expected = [torch.where(c, o, torch.full_like(o, float("nan"))).to(self.dtype) for o, c in zip(tensors, checkable)]
+            results.append({"seed": seed, "p": p, "share": share, "meta": save_outputs(expected, out_dir / f"binref_{i}.pt")})
+            del out, tensors, expected, xs
+        return results
 
     def op_prepare_timing(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Make the timing inputs before the parent takes the device lock: generating large inputs
@@ -206,18 +237,40 @@ class Worker:
         return [self.inputs(s) for s in seeds]
 
     def op_time_reference(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """The reference timed alone, by the recipe (trusted time; also the eager baseline)."""
+        """The reference timed alone, by the recipe (trusted time; also the eager baseline), with
+        torch.compile interleaved if asked. With `tunableop`, PyTorch's TunableOp (cuBLAS/cuBLASLt
+        algorithms tried per shape, the fastest kept) is then enabled and the reference timed again:
+        the autotuned-library baseline. `scenario` "server" pauses before every call (untimed)."""
+        cfg = dataclasses.replace(self.cfg.timing, target_ms=cmd.get("target_ms") or self.cfg.timing.target_ms)
+        server = cmd.get("scenario") == "server"
+        if server:
+            cfg = dataclasses.replace(cfg, max_iters=cfg.server_max_iters, min_iters=min(cfg.min_iters, cfg.server_max_iters))
+        seed = cmd["seeds"][0]
+        sets = self.timing_inputs(cmd["seeds"])
+        clock = Clock(self.device, cfg, server_pause(cfg.server_qps, random.Random(seed ^ 0x5E4F)) if server else None)
+
+        def run(sides: list[tuple[str, Any]]) -> dict[str, list[float]]:
+            with torch.no_grad():
+                samples, _ = run_interleaved(sides, sets, clock, cfg, random.Random(seed),
+                                             lambda name, i, out, args: _poison(flatten_outputs(out)))
+            return samples
+
+        before = clock_info()
         sides = [("reference", self.reference)]
         if cmd.get("compiled"):
-            compiled = torch.compile(self.reference)
-            sides.append(("compiled", compiled))
-        cfg = dataclasses.replace(self.cfg.timing, target_ms=cmd.get("target_ms") or self.cfg.timing.target_ms)
-        sets = self.timing_inputs(cmd["seeds"])
-        clock = Clock(self.device, cfg)
-        before = clock_info()
-        with torch.no_grad():
-            samples, _ = run_interleaved(sides, sets, clock, cfg, random.Random(cmd["seeds"][0]),
-                                         lambda name, i, out, args: _poison(flatten_outputs(out)))
+            sides.append(("compiled", torch.compile(self.reference)))
+        samples = run(sides)
+        if cmd.get("tunableop"):
+            if self.device.type != "cuda":
+                raise Rejection("task_error", "TunableOp needs a CUDA device")
+            tunable = torch.cuda.tunable
+            tunable.set_filename(str(Path(cmd["out_dir"]) / "tunableop_results.csv"))
+            tunable.enable(True)
+            tunable.tuning_enable(True)
+            try:
+                samples.update(run([("tunableop", self.reference)]))  # the warm-up calls tune
+            finally:
+                tunable.enable(False)
         return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()}}
 
     def op_vet(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -302,21 +355,42 @@ class Worker:
             del block
 
     def op_run(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """The candidate on each secret seed; outputs saved for the parent to compare."""
+        """The candidate on each secret seed, and on the 0/1 inputs of `binary` (a task's
+        binary_exact check); outputs saved for the parent to compare. With `guard_output_bytes`
+        (a task's guard_zones check) every call runs inside guard zones."""
         out_dir = Path(cmd["out_dir"])
         self.warm_torch()
         native0 = native_threads()
-        results = []
-        for i, seed in enumerate(cmd["seeds"]):
-            xs = self.inputs(seed)
+        guard_bytes = cmd.get("guard_output_bytes")
+        calls = [(f"cand_{i}.pt", seed, None, f"forward on seed {i}") for i, seed in enumerate(cmd["seeds"])]
+        calls += [(f"bin_{i}.pt", b["seed"], b["p"], f"forward on 0/1 inputs {i}") for i, b in enumerate(cmd.get("binary", []))]
+        results, binary, guards = [], [], []
+        for name, seed, binary_p, when in calls:
+            xs = runtime.make_inputs(self.task, seed, self.device, self.dtype, binary_p)
             before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             self.poison_allocator(cmd.get("poison_bytes", 0))
-            out = self.call_candidate(xs, f"forward on seed {i}")
+            if guard_bytes is None:
+                out = self.call_candidate(xs, when)
+            else:
+                zones = guard_inputs(xs)
+                xs = zones.inputs
+                with guarded_output(guard_bytes, self.device) as out_guard:
+                    out = self.call_candidate(xs, when)
+                out_guard.check(out)
+                guards.append(out_guard.describe())
+                hit = zones.breached()
+                if hit or out_guard.breached_bytes:
+                    where = (f"{out_guard.breached_bytes} guard byte(s) after the output's memory"
+                             if out_guard.breached_bytes else f"the guard zone around input(s) {hit}")
+                    raise Rejection("incorrect", f"{when}: the candidate wrote outside its result ({where} changed): "
+                                                 "an out-of-bounds store, e.g. an unmasked last tile")
             mutated = [j for j, (a, b) in enumerate(zip(xs, before)) if isinstance(a, torch.Tensor) and not same_bits(a, b)]
             aliases = bool(_storages(out) & _storages(xs))
-            results.append({"meta": save_outputs(out, out_dir / f"cand_{i}.pt"), "mutated": mutated, "aliases_input": aliases})
+            entry = {"meta": save_outputs(out, out_dir / name), "mutated": mutated, "aliases_input": aliases}
+            (binary if binary_p is not None else results).append(entry)
             del out, xs, before
-        return {"ok": True, "outputs": results, "native_thread_growth": native_threads() - native0}
+        return {"ok": True, "outputs": results, "binary": binary, "guards": guards,
+                "native_thread_growth": native_threads() - native0}
 
     def op_second_shape(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """The candidate at another size of the task, against the reference in this process:
@@ -359,11 +433,16 @@ class Worker:
         return {"ok": True, **result}
 
     def op_time(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """ABAB timing of candidate and reference over fresh inputs, with spot checks."""
+        """ABAB timing of candidate and reference over fresh inputs, with spot checks; offline (calls
+        back to back) or, with scenario "server", a random untimed pause before every call."""
         cfg = self.cfg.timing
         t0 = time.perf_counter()
         sets = self.timing_inputs(cmd["seeds"])
-        clock = Clock(self.device, cfg)
+        pause = None
+        if cmd.get("scenario") == "server":
+            cfg = dataclasses.replace(cfg, max_iters=cfg.server_max_iters, min_iters=min(cfg.min_iters, cfg.server_max_iters))
+            pause = server_pause(cfg.server_qps, random.Random(cmd["seeds"][0] ^ 0x5E4F))
+        clock = Clock(self.device, cfg, pause)
         spot: dict[str, Any] = {"checked": 0, "failures": []}
         held: dict[int, list[Any]] = {}
 

@@ -100,7 +100,7 @@ class AttemptRow:
 class Baseline:
     task_key: str
     device_name: str
-    kind: str  # "eager" or "compile"
+    kind: str  # eager, compile or tunableop; "@server" for the server scenario (judge.baseline_kind)
     median_ms: float
     q1_ms: float
     q3_ms: float

@@ -37,13 +37,20 @@ def _place(x: Any, device: torch.device, dtype: torch.dtype) -> Any:
     return x
 
 
-def make_inputs(module: types.ModuleType, seed: int, device: torch.device, dtype: torch.dtype) -> list[Any]:
+def make_inputs(module: types.ModuleType, seed: int, device: torch.device, dtype: torch.dtype,
+                binary_p: float | None = None) -> list[Any]:
     """The task's `get_inputs()` under `seed`, made on `device` (its tensor factories default
-    there; generating a GB of inputs on the CPU takes seconds), floats cast to `dtype`."""
+    there; generating a GB of inputs on the CPU takes seconds), floats cast to `dtype`. With
+    `binary_p`, every floating input is replaced by 0s and 1s (1 with probability `binary_p`)."""
     torch.manual_seed(seed)
     with device:
         made = module.get_inputs()
-    return [_place(x, device, dtype) for x in made]
+    placed = [_place(x, device, dtype) for x in made]
+    if binary_p is None:
+        return placed
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return [(torch.rand(x.shape, generator=gen, device=device) < binary_p).to(x.dtype)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in placed]
 
 
 def make_init_inputs(module: types.ModuleType) -> list[Any]:

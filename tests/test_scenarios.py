@@ -1,0 +1,71 @@
+"""The two timing scenarios: offline (calls back to back) and server (an untimed random pause
+before every call), for candidates and for the recorded baselines; TunableOp's baseline on the GPU."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelcraft.judge import Judge, baseline_kind
+from kernelcraft.judge.config import TimingConfig
+from kernelcraft.judge.timing import Clock, server_pause
+from kernelcraft.tasks import load_task_file
+
+from .conftest import FAST
+from .redteam.cases import CANDIDATES_DIR, TASKS_DIR
+from .test_cli import kc, one_line_error
+
+SERVER = FAST.with_overrides({"timing": {"server": True, "server_qps": 500.0, "server_max_iters": 6}})
+
+
+def test_server_pauses_are_exponential_with_mean_one_over_qps() -> None:
+    rng = random.Random(3)
+    pause = server_pause(50.0, rng)
+    t0 = time.perf_counter()
+    for _ in range(50):
+        pause()
+    mean = (time.perf_counter() - t0) / 50
+    assert 0.012 < mean < 0.032  # 1/50 s = 20 ms; 50 draws of an exponential stay within this
+
+
+def test_the_pause_is_not_timed() -> None:
+    cfg = TimingConfig(cpu_flush_bytes=1 << 16)
+    slow = Clock(torch.device("cpu"), cfg, pause=lambda: time.sleep(0.05))
+    ms, _ = slow.time_call(lambda: None, [])
+    assert ms < 5.0
+
+
+def test_a_verdict_reports_the_server_scenario_next_to_offline(cpu_judge: Judge) -> None:
+    task = load_task_file(TASKS_DIR / "relu.py")
+    v = cpu_judge.evaluate(task, (CANDIDATES_DIR / "honest_relu_cpp.py").read_text(), config=SERVER)
+    assert v.correct, v.message
+    server = v.scenarios["server"]
+    assert server["qps"] == 500.0 and server["speedup"] > 0
+    assert 5 <= len(server["candidate"]["samples_ms"]) <= 6  # the server scenario's own cap on iterations
+    assert not cpu_judge.evaluate(task, (CANDIDATES_DIR / "honest_relu_cpp.py").read_text(), config=FAST).scenarios
+
+
+def test_baselines_are_recorded_per_scenario(tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "relu.py").write_text((TASKS_DIR / "relu.py").read_text())
+    p = kc("baseline", "relu.py", "--device", "cpu", "--no-compile", "--scenario", "both", cwd=tmp_path, cache=cache_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "eager@server" in p.stdout
+    with sqlite3.connect(tmp_path / "ws" / "kernelcraft.db") as c:
+        kinds = {r[0] for r in c.execute("SELECT kind FROM baselines")}
+    assert kinds == {"eager", "eager@server"}
+    one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--tunableop", cwd=tmp_path, cache=cache_dir))
+    one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--scenario", "busy", cwd=tmp_path, cache=cache_dir))
+
+
+@pytest.mark.gpu
+def test_tunableop_is_a_baseline_of_its_own_on_the_gpu(cache_dir: Path) -> None:
+    task = load_task_file(TASKS_DIR / "hgemm.py")
+    judge = Judge("cuda", cache_dir=cache_dir, config=FAST)
+    stats = judge.baseline(task, compiled=False, tunableop=True)
+    assert set(stats) == {"reference", "tunableop"} and all(s.median_ms > 0 for s in stats.values())
+    assert baseline_kind("tunableop", "server") == "tunableop@server"
