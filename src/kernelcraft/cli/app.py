@@ -23,10 +23,11 @@ from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
 from ..report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
                      write_report)
 from ..search import (RUN_KIND, BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig,
-                      SearchEvent, SkillOptions)
+                      SearchEvent, SkillOptions, TemplateOptions, unsuited)
 from ..skills import SkillError, SkillFileError
 from ..store import Store
-from ..tasks import Task, TaskError, find_solution, load_suite, resolve_task, task_from_module
+from ..tasks import (Task, TaskError, find_solution, hgemm_tasks, is_hgemm_target, load_suite, matmul_shapes, parse_shapes,
+                     resolve_task, task_from_module)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and vet tasks.")
@@ -49,6 +50,12 @@ ConfigOpt = typer.Option(None, "--config", help="Judge options from a TOML file 
 SeedsOpt = typer.Option(None, "--seeds", help="Correctness seeds (default 5).")
 AtolOpt = typer.Option(None, "--atol", help="Absolute tolerance (default per dtype: fp32 1e-4, fp16/bf16 1e-2).")
 RtolOpt = typer.Option(None, "--rtol", help="Relative tolerance (default per dtype).")
+SampleOpt = typer.Option(None, "--sample", help="hgemm: a stratified sample of N grid shapes (1 to 1000).")
+ShapesOpt = typer.Option(None, "--shapes", help="hgemm: these shapes, MxNxK,... (A is MxK, B is KxN, C is MxN).")
+FromModelOpt = typer.Option(None, "--from-model", help="hgemm: the matmul shapes of one forward pass of path.py:Class "
+                                                       "(with --inputs).")
+InputsOpt = typer.Option(None, "--inputs", help="path.py:fn making example forward inputs (module targets, --from-model).")
+InitInputsOpt = typer.Option(None, "--init-inputs", help="path.py:fn making constructor arguments.")
 
 
 def _parse_sets(items: list[str]) -> dict[str, Any]:
@@ -90,9 +97,40 @@ def _task(spec: str, device: str, sets: list[str]) -> Task:
     return resolve_task(spec).with_sizes(device, _parse_sets(sets))
 
 
-def _suite(path: str, device: str, sets: list[str]) -> list[Task]:
+def _shape_selection(target: str, sets: list[str], sample: Optional[int], shapes: Optional[str], from_model: Optional[str],
+                     inputs: Optional[str], init_inputs: Optional[str]) -> dict[str, Any]:
+    """The hgemm options checked against the target, as OptimizeConfig's fields sample, shapes and
+    from_model; a --from-model capture is kept as its list of shapes."""
+    given = [flag for flag, v in (("--sample", sample), ("--shapes", shapes), ("--from-model", from_model)) if v is not None]
+    if given and not is_hgemm_target(target):
+        raise UsageError(f"{given[0]} chooses shapes of the hgemm suite only, not of the target {target!r}")
+    if len(given) > 1:
+        raise UsageError(f"give at most one of --sample, --shapes and --from-model, not {' and '.join(given)}")
+    if from_model is not None and inputs is None:
+        raise UsageError("--from-model needs --inputs PATH.py:FN (a function making example forward inputs)")
+    if is_hgemm_target(target) and from_model is None and (inputs is not None or init_inputs is not None):
+        raise UsageError("--inputs and --init-inputs go with --from-model for the hgemm suite")
+    if is_hgemm_target(target) and sets:
+        raise UsageError("--set does not apply to hgemm: each task is one shape; choose shapes with --shapes")
+    listed = (parse_shapes(shapes) if shapes is not None
+              else matmul_shapes(from_model, inputs, init_inputs) if from_model is not None else None)
+    return {"sample": sample, "shapes": None if listed is None else [str(s) for s in listed], "from_model": from_model}
+
+
+def _suite_tasks(target: str, sample: Optional[int], shapes: Optional[list[str]]) -> list[Task]:
+    """The tasks of a suite target: the hgemm suite's selected shapes, or whatever load_suite finds."""
+    if is_hgemm_target(target):
+        return hgemm_tasks(sample=sample, shapes=None if shapes is None else parse_shapes(",".join(shapes)))
+    return load_suite(target)
+
+
+def _suite(path: str, device: str, sets: list[str], sample: Optional[int] = None, shapes: Optional[str] = None,
+           from_model: Optional[str] = None, inputs: Optional[str] = None, init_inputs: Optional[str] = None) -> list[Task]:
+    if from_model is None and (inputs is not None or init_inputs is not None):
+        raise UsageError("--inputs and --init-inputs go with --from-model here")
+    selection = _shape_selection(path, sets, sample, shapes, from_model, inputs, init_inputs)
     sizes = _parse_sets(sets)
-    return [t.with_sizes(device, sizes) for t in load_suite(path)]
+    return [t.with_sizes(device, sizes) for t in _suite_tasks(path, selection["sample"], selection["shapes"])]
 
 
 def _print_verdict(v: Verdict) -> None:
@@ -103,10 +141,11 @@ def _print_verdict(v: Verdict) -> None:
 
 # -- tasks --------------------------------------------------------------------------------
 @tasks_app.command("list")
-def tasks_list(path: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, or 'examples'."),
-               as_json: bool = JsonOpt) -> None:
+def tasks_list(path: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, 'examples' or 'hgemm'."),
+               sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
+               inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt, as_json: bool = JsonOpt) -> None:
     """List the tasks of a suite."""
-    tasks = load_suite(path)
+    tasks = _suite(path, "cpu", [], sample, shapes, from_model, inputs, init_inputs)
     if as_json:
         print(json.dumps([t.to_dict() for t in tasks], indent=1))
         return
@@ -134,14 +173,16 @@ def tasks_show(task: str = typer.Argument(..., help="A task file or a bundled ex
 
 
 @tasks_app.command("vet")
-def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, or 'examples'."),
+def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, 'examples' or 'hgemm'."),
               device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt,
+              sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
+              inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
               seeds: int = typer.Option(3, "--seeds", help="Seeds per input distribution."),
               baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also record eager and torch.compile times."),
               as_json: bool = JsonOpt) -> None:
     """Flag degenerate tasks (constant, zero or input-independent outputs, nondeterminism, failures)
     and record eager / torch.compile baseline times in the store."""
-    tasks = _suite(path, device, sets)
+    tasks = _suite(path, device, sets, sample, shapes, from_model, inputs, init_inputs)
     results = []
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir)
@@ -190,8 +231,10 @@ def _record_baselines(judge: Judge, store: Store, t: Task, env: dict[str, Any], 
 
 
 @app.command("baseline")
-def baseline_cmd(suite: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, or 'examples'."),
+def baseline_cmd(suite: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, 'examples' or 'hgemm'."),
                  device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt,
+                 sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
+                 inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
                  compiled: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile."),
                  tunableop: bool = typer.Option(False, "--tunableop", help="Also time PyTorch's TunableOp (cuBLAS/cuBLASLt "
                                                                             "autotuned per shape; CUDA only)."),
@@ -203,7 +246,7 @@ def baseline_cmd(suite: str = typer.Argument(..., help="A task file, a directory
     if tunableop and device != "cuda":
         raise UsageError("--tunableop needs --device cuda")
     scenarios = ("offline", "server") if scenario == "both" else (scenario,)
-    tasks = _suite(suite, device, sets)
+    tasks = _suite(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
     kinds = [baseline_kind(side, sc) for sc in scenarios for side in ("reference", "compiled", "tunableop")
              if (side != "compiled" or compiled) and (side != "tunableop" or tunableop)]
     table = Table(title="baselines (ms, median)", title_justify="left")
@@ -252,16 +295,18 @@ def eval_cmd(task: str = typer.Argument(..., help="A task file or a bundled exam
 
 
 @app.command("eval-suite")
-def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a KernelBench tree, or 'examples'."),
-                   solutions: Path = typer.Argument(..., help="Directory of solutions named by problem."),
+def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a KernelBench tree, 'examples' or 'hgemm'."),
+                   solutions: Path = typer.Argument(..., help="Directory of solutions named by problem (hgemm: MxNxK.py)."),
                    device: str = DeviceOpt, workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt,
+                   sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
+                   inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
                    workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations (default: half the cores, at most 8)."),
                    sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, seeds: Optional[int] = SeedsOpt,
                    atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt) -> None:
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate."""
     if not solutions.is_dir():
         raise UsageError(f"{solutions}: no such solutions directory")
-    tasks = _suite(suite, device, sets)
+    tasks = _suite(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
     cfg = _config(config, seeds, atol, rtol)
     jobs, missing = [], []
     for t in tasks:
@@ -340,13 +385,16 @@ def _endpoint_options(base_url: Optional[str], api_key_env: Optional[str], price
 
 
 def _optimize_tasks(config: OptimizeConfig) -> list[Task]:
-    """The tasks of a target: a user's module (path.py:Class with --inputs), a task file or suite, or a bundled example."""
-    if config.inputs is not None:
+    """The tasks of a target: the hgemm suite, a user's module (path.py:Class with --inputs), a task file or suite,
+    or a bundled example."""
+    if is_hgemm_target(config.target):
+        tasks = _suite_tasks(config.target, config.sample, config.shapes)
+    elif config.inputs is not None:
         tasks = [task_from_module(config.target, config.inputs, config.init_inputs)]
     elif ":" in config.target and config.target.rpartition(":")[0].endswith(".py"):
         raise UsageError(f"{config.target}: a module target needs --inputs PATH.py:FN (a function making example inputs)")
     elif Path(config.target).exists() or config.target == "examples":
-        tasks = load_suite(config.target)
+        tasks = _suite_tasks(config.target, None, None)
     else:
         tasks = [resolve_task(config.target)]  # a bundled example by name
     sizes = _parse_sets(config.sets)
@@ -357,10 +405,13 @@ def _new_optimize_config(target: Optional[str], model: Optional[str], values: di
                          search: dict[str, Any]) -> OptimizeConfig:
     if target is None:
         raise UsageError("give a TARGET (task file, suite directory or path/model.py:Class), or --resume RUN")
-    if model is None:
-        raise UsageError("--model is required: NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME]")
     try:
-        return OptimizeConfig(target=target, llm=LLMConfig.from_spec(model, **llm), search=SearchConfig(**search), **values)
+        search_config = SearchConfig(**search)
+        if model is None and search_config.needs_model:
+            raise UsageError("--model is required: NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME] "
+                             "(--strategy template without --skills on needs none)")
+        llm_config = LLMConfig.from_spec(model, **llm) if model is not None else LLMConfig.no_model(**llm)
+        return OptimizeConfig(target=target, llm=llm_config, search=search_config, **values)
     except ValueError as e:  # pydantic's ValidationError: say which option, in one line
         first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
         message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's own words
@@ -433,13 +484,13 @@ def _print_optimize(result: RunResult, report: Path) -> None:
 @app.command("optimize")
 def optimize_cmd(
     target: Optional[str] = typer.Argument(None, help="A task file, a suite directory or KernelBench tree, 'examples', "
-                                                      "or your own module as path/model.py:ClassName (with --inputs)."),
+                                                      "'hgemm', or your own module as path/model.py:ClassName (with --inputs)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="NAME (OpenAI-compatible endpoint), anthropic:NAME, "
                                                                     "replay:FILE or batch:DIR[:NAME]."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="The endpoint, e.g. http://localhost:8000/v1."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY)."),
-    inputs: Optional[str] = typer.Option(None, "--inputs", help="path.py:fn making example forward inputs (module targets)."),
-    init_inputs: Optional[str] = typer.Option(None, "--init-inputs", help="path.py:fn making constructor arguments."),
+    inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
+    sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
     strategy: str = typer.Option(_default(SearchConfig, "strategy"), "--strategy", help="Search strategy."),
     turns: int = typer.Option(_default(SearchConfig, "turns"), "--turns", help="Refinement turns per sample."),
     samples: int = typer.Option(_default(SearchConfig, "samples"), "--samples", help="Independent samples per task."),
@@ -459,6 +510,12 @@ def optimize_cmd(
     crossover: float = typer.Option(_default(EvolveOptions, "crossover"), "--crossover", help="evolve: chance of a crossover."),
     parallel: int = typer.Option(_default(EvolveOptions, "parallel"), "--parallel", help="evolve: children in flight."),
     seed: int = typer.Option(_default(SearchConfig, "seed"), "--seed", help="Seed of the strategies' random choices."),
+    start: str = typer.Option(_default(SearchConfig, "start"), "--start", help="refine, branch: scratch, or best (start from "
+                                                                               "the best kernel the workspace has for the task)."),
+    configs: int = typer.Option(_default(TemplateOptions, "configs"), "--configs", help="template: configurations judged "
+                                                                                       "per task (coarse stage)."),
+    finalists: int = typer.Option(_default(TemplateOptions, "finalists"), "--finalists", help="template: the fastest "
+                                                                                             "configurations judged again in full."),
     skills: str = typer.Option("off", "--skills", help="on: show each task's samples skills the selector picked from "
                                                        "the library (a no-skill scheme is always tried too)."),
     skill_schemes: int = typer.Option(_default(SkillOptions, "schemes"), "--skill-schemes", help="Selector calls per task."),
@@ -479,20 +536,24 @@ def optimize_cmd(
     device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Write faster kernels for every task of TARGET with a language model; every one is proved by the judge.
-    Exit 0 when the run finished, 3 when it stopped early (budget, batch replies pending): resume it with --resume."""
+    """Write faster kernels for every task of TARGET with a language model (or, with --strategy template, by searching
+    Triton GEMM templates); every one is proved by the judge. Exit 0 when the run finished, 3 when it stopped early
+    (budget, batch replies pending): resume it with --resume."""
     if skills not in ("on", "off"):
         raise UsageError(f"--skills {skills!r}: use on or off")
     with Store(workspace) as store:
         budget = {"budget_tokens": budget_tokens, "budget_usd": budget_usd}
         search_budget = {"budget_judge_calls": budget_judge_calls, "budget_wall_s": budget_wall_s}
         if resume is not None:
+            if any(v is not None for v in (sample, shapes, from_model)):
+                raise UsageError("a resumed run keeps its own shapes: drop --sample, --shapes and --from-model")
             config = _resumed_config(store, resume, target, budget, search_budget)
         else:
             llm = {**_endpoint_options(base_url, api_key_env, prices), "concurrency": concurrency, "temperature": temperature,
                    "max_tokens": max_tokens, **{k: v for k, v in budget.items() if v is not None}}
+            selection = _shape_selection(target, sets, sample, shapes, from_model, inputs, init_inputs) if target else {}
             config = _new_optimize_config(
-                target, model, {"inputs": inputs, "init_inputs": init_inputs, "sets": sets, "device": device,
+                target, model, {"inputs": inputs, "init_inputs": init_inputs, **selection, "sets": sets, "device": device,
                                 "workers": workers, "out": str(out_dir) if out_dir else None,
                                 "judge": _config(config_file, None, None, None).to_dict()},
                 llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language,
@@ -501,8 +562,12 @@ def optimize_cmd(
                       "contrastive": {"buckets": buckets, "temperature": bucket_temperature},
                       "evolve": {"islands": islands, "generations": generations, "migrate_every": migrate_every,
                                  "crossover": crossover, "parallel": parallel},
+                      "start": start, "template": {"configs": configs, "finalists": finalists},
                       "skills": {"enabled": skills == "on", "schemes": skill_schemes, "k": skill_k, "learn": learn}})
         tasks = _optimize_tasks(config)
+        reason = unsuited(config.search.strategy, tasks)
+        if reason is not None:
+            raise UsageError(reason)
         client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
         client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
         judge_config = JudgeConfig().with_overrides(config.judge)

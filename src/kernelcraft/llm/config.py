@@ -7,7 +7,7 @@ import os
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-PROVIDERS = ("openai", "anthropic", "replay", "batch")
+PROVIDERS = ("openai", "anthropic", "replay", "batch", "none")  # none: a run that asks no model
 
 
 class Price(BaseModel):
@@ -68,6 +68,11 @@ class LLMConfig(BaseModel):
             path, _, name = rest.partition(":")
             return cls(model=name or provider, provider=provider, path=path, **overrides)  # type: ignore[arg-type]
         return cls(model=spec, **overrides)  # type: ignore[arg-type]
+
+    @classmethod
+    def no_model(cls, **overrides: object) -> "LLMConfig":
+        """The settings of a run that asks no model (a model-free strategy): every call would fail."""
+        return cls(model="no model", provider="none", **overrides)  # type: ignore[arg-type]
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env)

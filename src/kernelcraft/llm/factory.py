@@ -35,6 +35,10 @@ def make_backend(config: LLMConfig) -> Backend:
         # is complete: no need to wait out the window.
         return Batch(Path(config.path or "batch"), window_s=config.batch_window_s, wait_s=config.batch_wait_s,
                      round_size=config.concurrency)
+    if config.provider == "none":
+        from .backends.none import NoModel
+
+        return NoModel()
     raise EndpointError(f"unknown provider {config.provider!r}")
 
 

@@ -72,6 +72,8 @@ class AttemptReport:
             parents = ", ".join(f"#{p}" for p in m.get("parents", []) if p is not None)
             parts.append(f"island {m.get('island', 0)}: {m['op']}" + (f" of {parents}" if parents else "")
                          + (" (from the archive)" if m.get("from") == "archive" else ""))
+        if "stage" in m and "name" in m:
+            parts.append(f"template {m['name']}, {m['stage']} timing")
         if "exemplars" in m:
             shown = " and ".join(f"{s:.2f}x" for _, s in m["exemplars"])
             parts.append(f"contrasting {shown}; answered {len(m.get('sections', []))} of 3 parts")

@@ -8,13 +8,17 @@ from . import branch as _branch  # noqa: F401  (each module registers its strate
 from . import contrastive as _contrastive  # noqa: F401
 from . import evolve as _evolve  # noqa: F401
 from . import refine as _refine  # noqa: F401
+from . import template as _template  # noqa: F401
 from .budget import JudgeBudget
-from .config import BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, SearchConfig, SkillOptions
+from .config import (BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, SearchConfig, SkillOptions,
+                     TemplateOptions)
 from .errors import RunStopped, TaskFailed
 from .history import Exchange, estimate_tokens, trimmed_history
 from .optimize import RUN_KIND, Optimizer, RunResult, TaskResult, module_name
 from .skill_use import VERIFY_BASE, SkillLearner, Verification, improvement, is_verification, skill_schemes, trajectories
 from .strategy import (
+    MODEL_FREE,
+    SCREENING,
     STRATEGIES,
     CallLog,
     Outcome,
@@ -24,12 +28,13 @@ from .strategy import (
     TaskContext,
     best_attempt,
     register,
+    unsuited,
 )
 
 __all__ = [
-    "RUN_KIND", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions", "EvolveOptions", "Exchange",
-    "JudgeBudget", "OptimizeConfig", "Optimizer", "Outcome", "RunResult", "RunStopped", "SearchConfig", "SearchEvent",
-    "SkillLearner", "SkillOptions", "SkillScheme", "Strategy", "TaskContext", "TaskFailed", "TaskResult", "Verification",
-    "best_attempt", "estimate_tokens", "improvement", "is_verification", "module_name", "register", "skill_schemes",
-    "trajectories", "trimmed_history",
+    "MODEL_FREE", "RUN_KIND", "SCREENING", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions",
+    "EvolveOptions", "Exchange", "JudgeBudget", "OptimizeConfig", "Optimizer", "Outcome", "RunResult", "RunStopped",
+    "SearchConfig", "SearchEvent", "SkillLearner", "SkillOptions", "SkillScheme", "Strategy", "TaskContext", "TaskFailed",
+    "TaskResult", "TemplateOptions", "Verification", "best_attempt", "estimate_tokens", "improvement", "is_verification",
+    "module_name", "register", "skill_schemes", "trajectories", "trimmed_history", "unsuited",
 ]

@@ -38,7 +38,8 @@ class Branch:
     def run(self, ctx: TaskContext) -> None:
         options = ctx.config.branch
         tried: list[TriedIdea] = []
-        everything: list[Outcome] = []
+        start = ctx.start_kernel()
+        everything: list[Outcome] = [start] if start is not None else []  # the bank's first kernel, with start "best"
         for rnd in range(ctx.config.turns):
             bank = bank_of(everything, options.bank)
             ideas = self._ideas(ctx, rnd, tried, bank)

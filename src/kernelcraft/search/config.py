@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
+from ..judge import JudgeConfig
 from ..llm import LLMConfig
 from ..skills import AdmissionPolicy
+
+STARTS_FROM_BEST = ("refine", "branch")  # the strategies that can start from an earlier kernel
+
+# The template strategy's coarse stage, over the run's judge settings: enough to rank candidates
+# and drop wrong ones, not to report a speedup (the finalists are judged again in full).
+COARSE_JUDGE: dict[str, Any] = {
+    "seeds": 1, "binary_seeds": 1, "second_shape": False,
+    "timing": {"warmup_ms": 5.0, "min_iters": 5, "max_iters": 30, "target_ms": 30.0, "trusted_target_ms": 30.0,
+               "spot_checks": 1},
+}
 
 
 class BranchOptions(BaseModel):
@@ -37,6 +48,21 @@ class EvolveOptions(BaseModel):
     parallel: int = Field(4, ge=1)  # children in flight at once
 
 
+class TemplateOptions(BaseModel):
+    """`template`: Triton GEMM templates for each task's shape, no model: the first `configs` of the
+    shape's space judged with the `coarse` recipe, the `finalists` fastest judged again in full."""
+
+    configs: int = Field(24, ge=1)
+    finalists: int = Field(3, ge=1)
+    coarse: dict[str, Any] = Field(default_factory=lambda: dict(COARSE_JUDGE))  # JudgeConfig overrides
+
+    @field_validator("coarse")
+    @classmethod
+    def _judge_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        JudgeConfig().with_overrides(v)  # unknown options fail here, not in the middle of a run
+        return v
+
+
 class SkillOptions(BaseModel):
     enabled: bool = False
     snapshot: int | None = None  # the library snapshot the run uses (recorded when the run starts)
@@ -61,11 +87,15 @@ class SearchConfig(BaseModel):
     # the rules and the task always, then the most recent attempts that fit.
     history_tokens: int = Field(24000, ge=2000)
     seed: int = 0  # strategies' random choices (exemplars, parents) derive from it
+    # refine and branch: "best" starts from the fastest correct kernel the workspace already has for
+    # the task in the same verdict context (any run's, e.g. a template run's)
+    start: Literal["scratch", "best"] = "scratch"
     budget_judge_calls: int | None = Field(None, ge=1)  # evaluations over the whole run
     budget_wall_s: float | None = Field(None, gt=0)  # seconds of this invocation
     branch: BranchOptions = Field(default_factory=BranchOptions)
     contrastive: ContrastiveOptions = Field(default_factory=ContrastiveOptions)
     evolve: EvolveOptions = Field(default_factory=EvolveOptions)
+    template: TemplateOptions = Field(default_factory=TemplateOptions)
     skills: SkillOptions = Field(default_factory=SkillOptions)
 
     def describe(self) -> str:
@@ -75,9 +105,19 @@ class SearchConfig(BaseModel):
             "branch": f"{self.turns} rounds x {self.branch.width} ideas x {self.branch.impls} implementations",
             "contrastive": f"{self.turns} rounds x {self.samples} samples",
             "evolve": f"{self.evolve.generations} children on {self.evolve.islands} islands",
+            "template": f"{self.template.configs} configurations, {self.template.finalists} finalists",
         }
         skills = f", skills from snapshot {self.skills.snapshot}" if self.skills.enabled else ""
-        return f"{self.strategy} ({shapes.get(self.strategy, '')}){skills}"
+        start = ", starting from the best kernel so far" if self.start == "best" else ""
+        return f"{self.strategy} ({shapes.get(self.strategy, '')}){skills}{start}"
+
+    @property
+    def needs_model(self) -> bool:
+        """Whether the run asks a language model anything: every strategy but a model-free one does,
+        and skills need one whatever the strategy."""
+        from .strategy import MODEL_FREE  # here, not at the top: strategies import this module
+
+        return self.strategy not in MODEL_FREE or self.skills.enabled
 
     @field_validator("strategy")
     @classmethod
@@ -88,13 +128,26 @@ class SearchConfig(BaseModel):
             raise ValueError(f"unknown strategy {v!r}: use one of {', '.join(sorted(STRATEGIES))}")
         return v
 
+    @field_validator("start")
+    @classmethod
+    def _starts(cls, v: str, info: ValidationInfo) -> str:
+        strategy = info.data.get("strategy")
+        if v == "best" and strategy not in STARTS_FROM_BEST:
+            raise ValueError(f"'best' is for the strategies {' and '.join(STARTS_FROM_BEST)}, not {strategy}")
+        return v
+
 
 class OptimizeConfig(BaseModel):
     """Everything an `optimize` run needs to start or resume."""
 
     target: str  # a task file, a suite directory, or a user's module "path.py:Class"
-    inputs: str | None = None  # "path.py:fn" for a user's module
+    inputs: str | None = None  # "path.py:fn" for a user's module (or for --from-model)
     init_inputs: str | None = None
+    # The hgemm suite's shapes: a stratified sample of the grid, or a list "MxNxK". A --from-model
+    # capture is saved as its list, so a resumed run has the same tasks even if the model changed.
+    sample: int | None = None
+    shapes: list[str] | None = None
+    from_model: str | None = None  # "path.py:Class" whose matmul shapes `shapes` holds
     sets: list[str] = Field(default_factory=list)  # --set NAME=VALUE size overrides
     device: str = "cuda"
     workers: int | None = None  # concurrent judge evaluations (default: the pool's)

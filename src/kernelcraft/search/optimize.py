@@ -134,6 +134,7 @@ class Optimizer:
                            planner=Planner(self.client, self.config.search.language, self.device), store=self.store,
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
                            stop=self.stop, abort=self.abort, atol=atol, rtol=rtol, budget=budget,
+                           judge_config=self.judge_config, device=self.device,
                            context=context_hash(task.source, task.meta.to_dict(), self.judge_config, self.device.name))
 
     def _skills(self) -> list[Skill]:

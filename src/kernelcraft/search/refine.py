@@ -1,6 +1,7 @@
 """Strategy `refine`: K independent samples per task, each refined over up to N turns. Every turn
 the model sees the judge's feedback on its previous attempt, with the conversation cut to a token
-budget. A resumed run rebuilds each sample's conversation from the store and goes on from its
+budget. With `start = "best"` every sample begins from the best kernel the workspace already has
+for the task. A resumed run rebuilds each sample's conversation from the store and goes on from its
 next turn."""
 
 from __future__ import annotations
@@ -34,5 +35,13 @@ def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, 
 @register("refine")
 class Refine:
     def run(self, ctx: TaskContext) -> None:
-        run_parallel([lambda s=s: converse(ctx, s, ctx.opening(s), ctx.config.turns) for s in range(ctx.config.samples)],
+        start = ctx.start_kernel()
+        run_parallel([lambda s=s: converse(ctx, s, opening(ctx, s, start), ctx.config.turns) for s in range(ctx.config.samples)],
                      "refine")
+
+
+def opening(ctx: TaskContext, sample: int, start: Outcome | None) -> list[Message]:
+    """A sample's first messages: the task, and the kernel to start from when the run starts from one."""
+    if start is None:
+        return ctx.opening(sample)
+    return ctx.coder.directed(ctx.opening(sample), "mutation", parent=start.example())

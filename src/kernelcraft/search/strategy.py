@@ -8,6 +8,7 @@ Every strategy registers in `STRATEGIES`; a resumed run replays the attempts alr
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal
-from ..judge import Job, LocalPool, Result, Verdict, normalized_hash
+from ..judge import DeviceDescription, Job, JudgeConfig, LocalPool, Result, Verdict, context_hash, normalized_hash
 from ..llm import CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
@@ -108,6 +109,8 @@ class TaskContext:
     atol: float
     rtol: float
     budget: JudgeBudget
+    judge_config: JudgeConfig  # what every evaluation of this context is judged with
+    device: DeviceDescription
     context: str  # the verdict context (task, judge settings, device): equal sources in it are judged once
     schemes: list[SkillScheme] = field(default_factory=lambda: [SkillScheme(0)])
     _judged: dict[str, "Future[tuple[Verdict, int]]"] = field(default_factory=dict)
@@ -124,6 +127,23 @@ class TaskContext:
     def meta(self, sample: int, **values: Any) -> dict[str, Any]:
         """An attempt's note: the strategy's values, and the skill scheme when skills are on."""
         return {**values, "scheme": self.scheme(sample).index} if len(self.schemes) > 1 else dict(values)
+
+    def start_kernel(self) -> Outcome | None:
+        """With `start = "best"`: the fastest correct kernel the workspace has for this task in this verdict
+        context (any run's), or None. Chosen once and saved, so a resumed run starts from the same one."""
+        if self.config.start != "best":
+            return None
+        chosen = self.saved("start")
+        if chosen is None:
+            best = self.store.correct_kernels(self.context, limit=1)
+            chosen = {"verdict_id": best[0][0] if best else None}
+            self.save("start", chosen)
+        vid = chosen["verdict_id"]
+        if vid is None:
+            return None
+        verdict = self.store.verdict(vid)
+        return Outcome(verdict.status.value, verdict.effective_speedup, self.coder.feedback(verdict).content,
+                       self.store.candidate_source(vid), vid)
 
     # -- model calls ---------------------------------------------------------------------------
     def guarded(self, call: Callable[[], T]) -> T:
@@ -146,6 +166,13 @@ class TaskContext:
         return self.guarded(lambda: self.coder.propose(messages, task=self.task.key, sample=sample))
 
     # -- judging -------------------------------------------------------------------------------
+    def rejudged(self, overrides: dict[str, Any]) -> "TaskContext":
+        """This task judged with the run's judge settings changed by `overrides` (e.g. a short timing recipe
+        for screening): a verdict context of its own, so verdicts are reused only among equal settings."""
+        config = self.judge_config.with_overrides(overrides)
+        return dataclasses.replace(self, judge_config=config, _judged={}, _judged_lock=threading.Lock(),
+                                   context=context_hash(self.task.source, self.task.meta.to_dict(), config, self.device.name))
+
     def judge(self, source: str) -> tuple[Verdict, int]:
         """The verdict (and its stored id) for `source` on this task. A source equal to one already
         judged in this context, up to comments and whitespace, is not judged again. Raises TaskFailed
@@ -174,7 +201,7 @@ class TaskContext:
         except RunStopped:
             self.stop.set()
             raise
-        result: Result = self.pool.submit(Job(self.task, source, tag="search")).result()
+        result: Result = self.pool.submit(Job(self.task, source, tag="search", config=self.judge_config)).result()
         self._check_abort()
         if result.verdict is None:
             raise TaskFailed(result.error or "the task failed to run")
@@ -188,25 +215,32 @@ class TaskContext:
 
     # -- recording -----------------------------------------------------------------------------
     def record(self, sample: int, turn: int, proposal: Proposal, meta: dict[str, Any] | None = None) -> Outcome:
-        """Judge a proposal (unless it did not parse), record the attempt, tell the progress
-        display; returns what became of it, with the feedback for the model."""
+        """A proposal's attempt: a reply that held no candidate is recorded as such, a candidate as
+        `record_source` records it."""
         self._check_abort()
         call_id = self.calls.id_for(proposal)
-        meta = self.meta(sample, **(meta or {}))
         if isinstance(proposal.candidate, ParseFailure):
             feedback = self.coder.feedback(proposal.candidate).content
             self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=PARSE_FAILED,
-                                      llm_call_id=call_id, feedback=feedback, meta=meta)
+                                      llm_call_id=call_id, feedback=feedback, meta=self.meta(sample, **(meta or {})))
             self.emit(SearchEvent("attempt", self.task.key, sample, turn, PARSE_FAILED))
             return Outcome(PARSE_FAILED, None, feedback, None)
-        verdict, vid = self.judge(proposal.candidate)
+        return self.record_source(sample, turn, proposal.candidate, meta, llm_call_id=call_id)
+
+    def record_source(self, sample: int, turn: int, source: str, meta: dict[str, Any] | None = None,
+                      llm_call_id: int | None = None) -> Outcome:
+        """Judge a candidate source (a model's, or one a strategy wrote itself), record the attempt, tell
+        the progress display; returns what became of it, with the feedback for the model."""
+        self._check_abort()
+        meta = self.meta(sample, **(meta or {}))
+        verdict, vid = self.judge(source)
         self._check_abort()
         feedback = self.coder.feedback(verdict).content
         speedup = verdict.effective_speedup if verdict.correct else None
         self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=verdict.status.value,
-                                  llm_call_id=call_id, verdict_id=vid, speedup=speedup, feedback=feedback, meta=meta)
+                                  llm_call_id=llm_call_id, verdict_id=vid, speedup=speedup, feedback=feedback, meta=meta)
         self.emit(SearchEvent("attempt", self.task.key, sample, turn, verdict.status.value, speedup))
-        return Outcome(verdict.status.value, speedup, feedback, proposal.candidate, vid)
+        return Outcome(verdict.status.value, speedup, feedback, source, vid)
 
     def attempt(self, sample: int, turn: int, messages: list[Message], meta: dict[str, Any] | None = None,
                 reply_meta: Callable[[str], dict[str, Any]] | None = None) -> Outcome:
@@ -257,6 +291,9 @@ class Strategy(Protocol):
 
 
 STRATEGIES: dict[str, Callable[[], Strategy]] = {}
+MODEL_FREE: set[str] = set()  # strategies that never ask a model
+# Why a strategy cannot work on a task (None: it can), for strategies that need a kind of task.
+TASK_CHECKS: dict[str, Callable[[Task], str | None]] = {}
 
 
 def run_parallel(jobs: Iterable[Callable[[], T]], name: str) -> list[T]:
@@ -273,11 +310,23 @@ def run_parallel(jobs: Iterable[Callable[[], T]], name: str) -> list[T]:
     return [f.result() for f in futures]
 
 
-def register(name: str) -> Callable[[type], type]:
+def register(name: str, *, needs_model: bool = True, task_check: Callable[[Task], str | None] | None = None
+             ) -> Callable[[type], type]:
+    """Add a strategy class to STRATEGIES under `name`: whether it asks a model, and which tasks it can work on."""
     def add(cls: type) -> type:
         STRATEGIES[name] = cls
+        if not needs_model:
+            MODEL_FREE.add(name)
+        if task_check is not None:
+            TASK_CHECKS[name] = task_check
         return cls
     return add
+
+
+def unsuited(strategy: str, tasks: Iterable[Task]) -> str | None:
+    """Why `strategy` cannot work on one of `tasks` (the first such task), or None when it can on all."""
+    check = TASK_CHECKS.get(strategy)
+    return next((reason for t in tasks if check is not None and (reason := check(t)) is not None), None)
 
 
 class Scored(Protocol):
@@ -291,13 +340,18 @@ class Scored(Protocol):
     def sample(self) -> int: ...
     @property
     def turn(self) -> int: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
 
 
 A = TypeVar("A", bound=Scored)
+SCREENING = "screening"  # an attempt's note: judged with a short recipe to rank candidates, never a task's result
 
 
 def best_attempt(attempts: Iterable[A]) -> A | None:
-    """The correct attempt with the highest effective speedup; of equals, the earliest turn."""
-    correct = sorted((a for a in attempts if a.status == "correct" and a.speedup is not None), key=lambda a: (a.turn, a.sample))
+    """The correct attempt with the highest effective speedup, screening attempts left out; of equals,
+    the earliest turn."""
+    correct = sorted((a for a in attempts if a.status == "correct" and a.speedup is not None and not a.meta.get(SCREENING)),
+                     key=lambda a: (a.turn, a.sample))
     return max(correct, key=lambda a: a.speedup, default=None)  # max keeps the first of equals
 

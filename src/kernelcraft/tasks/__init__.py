@@ -1,5 +1,19 @@
-"""Tasks: reference modules in KernelBench format, their loaders and the bundled example suite."""
+"""Tasks: reference modules in KernelBench format, their loaders, the bundled example suite and the hgemm suite."""
 
+from .hgemm import (
+    GRID_SIZES,
+    HGEMM_SUITE,
+    Shape,
+    aspect_class,
+    grid,
+    hgemm_task,
+    hgemm_tasks,
+    is_hgemm_target,
+    parse_shapes,
+    sample_grid,
+    shape_of,
+    volume_class,
+)
 from .loader import (
     EXAMPLES_SUITE,
     TaskError,
@@ -10,17 +24,31 @@ from .loader import (
     task_from_source,
 )
 from .model import Task, TaskMeta
+from .shape_capture import matmul_shapes
 from .user_module import task_from_module
 
 __all__ = [
     "EXAMPLES_SUITE",
+    "GRID_SIZES",
+    "HGEMM_SUITE",
+    "Shape",
     "Task",
     "TaskError",
     "TaskMeta",
+    "aspect_class",
     "find_solution",
+    "grid",
+    "hgemm_task",
+    "hgemm_tasks",
+    "is_hgemm_target",
     "load_suite",
     "load_task_file",
+    "matmul_shapes",
+    "parse_shapes",
     "resolve_task",
+    "sample_grid",
+    "shape_of",
     "task_from_module",
     "task_from_source",
+    "volume_class",
 ]

@@ -124,10 +124,15 @@ def load_suite(target: str | Path) -> list[Task]:
 
 
 def resolve_task(spec: str | Path) -> Task:
-    """One task from a file path, or a bundled example by name (`softmax_rows` or `examples/softmax_rows`)."""
+    """One task from a file path, a bundled example by name (`softmax_rows` or `examples/softmax_rows`),
+    or one shape of the GEMM suite (`hgemm/4096x4096x512`)."""
     p = Path(spec)
     if p.is_file():
         return load_task_file(p)
+    if str(spec).startswith("hgemm/") and not p.exists():
+        from .hgemm import hgemm_task, parse_shapes  # hgemm builds its tasks with this module
+        (shape,) = parse_shapes(str(spec).removeprefix("hgemm/"))
+        return hgemm_task(shape)
     name = str(spec).removeprefix(f"{EXAMPLES_SUITE}/")
     bundled = EXAMPLES_DIR / f"{name}.py"
     if "/" not in name and bundled.is_file():

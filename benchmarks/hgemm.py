@@ -1,0 +1,174 @@
+"""Per-shape fp16 GEMM: the template search against torch.matmul and TunableOp, offline and server.
+
+One workspace holds everything measured, so the benchmark runs in slices of a few minutes and
+resumes: baselines are timed only for shapes that lack them on this device, and the template
+search run is continued with `--resume` until every shape is done.
+
+    python benchmarks/hgemm.py --device cuda --sample 64 --workspace WS --budget-wall-s 420 --out $OUT
+
+Prints one row per shape, then for each comparison (vs torch.matmul and vs TunableOp, offline and
+server) the geometric mean, the median, the win rate (significant wins: outside the noise band)
+and the worst shape; and the number of candidates that failed a check (0/1 exact, guard zones).
+Speedups vs TunableOp are the kernel's speedup vs torch.matmul (measured interleaved with it in
+the judge) times TunableOp's time over torch.matmul's (both from one trusted baseline run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from kernelcraft.judge import Judge, JudgeConfig, baseline_kind, describe_device  # noqa: E402
+from kernelcraft.report import geomean  # noqa: E402
+from kernelcraft.store import Store  # noqa: E402
+from kernelcraft.tasks import hgemm_tasks, parse_shapes  # noqa: E402
+
+SCENARIOS = ("offline", "server")
+JUDGE_TOML = "[timing]\nserver = true\n"
+
+
+@dataclass
+class ShapeRow:
+    shape: str
+    status: str
+    kernel_ms: float | None = None
+    matmul_ms: float | None = None
+    vs_matmul: float | None = None
+    vs_matmul_server: float | None = None
+    vs_tunableop: float | None = None
+    vs_tunableop_server: float | None = None
+    significant: bool = False
+    config: str = ""
+
+
+def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, deadline: float) -> int:
+    """TunableOp and eager times per scenario for shapes that lack them on this device; stops at the deadline."""
+    done, tunable = 0, judge.device == "cuda"  # TunableOp is a CUDA feature
+    for t in tasks:
+        have = store.baselines(t.key, device_name)
+        for scenario in SCENARIOS:
+            if time.monotonic() > deadline:
+                return done
+            if baseline_kind("reference", scenario) in have and (not tunable or baseline_kind("tunableop", scenario) in have):
+                continue
+            store.put_task(t)
+            for side, stats in judge.baseline(t, compiled=False, tunableop=tunable, scenario=scenario).items():
+                store.record_baseline(t.key, judge.device, device_name, baseline_kind(side, scenario), stats, torch.__version__)
+            done += 1
+    return done
+
+
+def search(args: argparse.Namespace, wall_s: float) -> subprocess.CompletedProcess:
+    """Start or continue the template search run (the newest unfinished one in the workspace)."""
+    with Store(args.workspace) as store:
+        unfinished = [r for r in store.runs("optimize") if r.finished_at is None and r.args["search"]["strategy"] == "template"]
+    common = ["--budget-wall-s", str(int(wall_s)), "--workspace", str(args.workspace), "--json"]
+    if unfinished:
+        cmd = ["optimize", "--resume", unfinished[-1].id, *common]
+    else:
+        toml = args.out / "judge.toml"
+        toml.write_text(JUDGE_TOML)
+        select = ["--shapes", args.shapes] if args.shapes else ["--sample", str(args.sample)]
+        cmd = ["optimize", "hgemm", *select, "--strategy", "template", "--device", args.device,
+               "--configs", str(args.configs), "--finalists", str(args.finalists), "--config", str(toml), *common]
+    return subprocess.run([sys.executable, "-m", "kernelcraft.cli", *cmd], capture_output=True, text=True)
+
+
+def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow], int]:
+    """Per shape, the best kernel of the fine stage (precise timing) with its ratios; and how many
+    candidates failed a correctness check."""
+    rows, failed = [], 0
+    for rt in store.run_tasks(run_id):
+        attempts = store.attempts(run_id, rt.task_key)
+        failed += sum(1 for a in attempts if a.status in ("incorrect", "hack_detected"))
+        fine = [a for a in attempts if a.status == "correct" and a.meta.get("stage") == "fine"]
+        best = max(fine, key=lambda a: a.speedup or 0.0, default=None)
+        row = ShapeRow(shape=rt.task_key.removeprefix("hgemm/"), status="done" if best else "no kernel")
+        if best is not None:
+            v = store.verdict(best.verdict_id)
+            b = store.baselines(rt.task_key, device_name)
+            row.kernel_ms, row.matmul_ms, row.vs_matmul = v.candidate.median_ms, v.reference.median_ms, v.speedup
+            row.significant = v.significant and v.speedup > 1.0
+            row.config = json.dumps(best.meta.get("config", {}), separators=(",", ":"))
+            server = v.scenarios.get("server")
+            row.vs_matmul_server = server["speedup"] if server else None
+            for scenario, attr in (("offline", "vs_tunableop"), ("server", "vs_tunableop_server")):
+                eager, tuned = b.get(baseline_kind("reference", scenario)), b.get(baseline_kind("tunableop", scenario))
+                base = row.vs_matmul if scenario == "offline" else row.vs_matmul_server
+                if eager and tuned and base:
+                    setattr(row, attr, base * tuned.median_ms / eager.median_ms)
+        rows.append(row)
+    return rows, failed
+
+
+def summary(rows: list[ShapeRow]) -> list[dict]:
+    out = []
+    for attr, label in (("vs_matmul", "vs torch.matmul, offline"), ("vs_matmul_server", "vs torch.matmul, server"),
+                        ("vs_tunableop", "vs TunableOp, offline"), ("vs_tunableop_server", "vs TunableOp, server")):
+        pairs = [(r.shape, getattr(r, attr)) for r in rows if getattr(r, attr)]
+        if not pairs:
+            continue
+        xs = [x for _, x in pairs]
+        worst = min(pairs, key=lambda p: p[1])
+        wins = sum(1 for r in rows if getattr(r, attr) and getattr(r, attr) > 1.0 and (attr != "vs_matmul" or r.significant))
+        out.append({"comparison": label, "shapes": len(xs), "geomean": geomean(xs), "median": statistics.median(xs),
+                    "win_rate": wins / len(xs), "worst": f"{worst[1]:.2f}x ({worst[0]})"})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--sample", type=int, default=64, help="Stratified grid shapes.")
+    ap.add_argument("--shapes", help="Explicit shapes instead, MxNxK,... (e.g. tiny ones for a CPU smoke run).")
+    ap.add_argument("--configs", type=int, default=12, help="Template configurations judged per shape (coarse stage).")
+    ap.add_argument("--finalists", type=int, default=2, help="Configurations re-timed precisely per shape.")
+    ap.add_argument("--workspace", type=Path, default=Path("hgemm-ws"))
+    ap.add_argument("--budget-wall-s", type=float, default=420.0, help="Wall time of this slice, baselines and search.")
+    ap.add_argument("--baseline-share", type=float, default=0.35, help="Share of the slice baselines may take.")
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    tasks = hgemm_tasks(shapes=parse_shapes(args.shapes)) if args.shapes else hgemm_tasks(sample=args.sample)
+    with Store(args.workspace) as store:
+        judge = Judge(args.device, cache_dir=store.cache_dir, config=JudgeConfig().with_overrides({"timing": {"server": True}}))
+        device_name = describe_device(args.device).name
+        timed = record_baselines(store, judge, tasks, device_name, start + args.budget_wall_s * args.baseline_share)
+        print(f"baselines timed this slice: {timed} (shape, scenario) pairs", flush=True)
+    p = search(args, max(30.0, args.budget_wall_s - (time.monotonic() - start)))
+    if p.returncode not in (0, 3):
+        raise SystemExit(f"the template search failed ({p.returncode}): {p.stderr.strip()[-1500:]}")
+    result = json.loads(p.stdout)
+    with Store(args.workspace) as store:
+        rows, failed = rows_of(store, result["run_id"], device_name)
+    done = [r for r in rows if r.status == "done"]
+    (args.out / "hgemm.json").write_text(json.dumps({"device": device_name, "run_id": result["run_id"],
+                                                     "stopped": result["stopped"], "failed_checks": failed,
+                                                     "rows": [asdict(r) for r in rows], "summary": summary(done)}, indent=1))
+    print(f"\n{'shape':<18} {'kernel ms':>10} {'matmul ms':>10} {'vs mm':>7} {'vs mm srv':>9} {'vs tuned':>8} {'vs tuned srv':>12}")
+    for r in rows:
+        f = lambda x: f"{x:.2f}x" if x else "-"  # noqa: E731
+        ms = lambda x: f"{x:.4g}" if x else "-"  # noqa: E731
+        print(f"{r.shape:<18} {ms(r.kernel_ms):>10} {ms(r.matmul_ms):>10} {f(r.vs_matmul):>7} {f(r.vs_matmul_server):>9} "
+              f"{f(r.vs_tunableop):>8} {f(r.vs_tunableop_server):>12}")
+    print(f"\n{device_name}; run {result['run_id']}; {len(done)}/{len(rows)} shapes done"
+          f"{'; stopped: ' + result['stopped'] if result['stopped'] else ''}; candidates failing a check: {failed}")
+    print(f"{'comparison':<26} {'shapes':>6} {'geomean':>8} {'median':>7} {'wins':>5}  worst")
+    for s in summary(done):
+        print(f"{s['comparison']:<26} {s['shapes']:>6} {s['geomean']:>7.3f}x {s['median']:>6.3f}x {s['win_rate']:>5.0%}  {s['worst']}")
+
+
+if __name__ == "__main__":
+    main()

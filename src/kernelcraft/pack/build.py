@@ -1,0 +1,179 @@
+"""Build a kernel pack from a run: per GEMM shape the best verified kernel, its numbers, and the loader.
+
+Nothing here measures: every number comes from a verdict the store recorded."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..judge import Verdict
+from ..search import OptimizeConfig, best_attempt
+from ..store import AttemptRow, Store
+from ..tasks import Task, shape_of, task_from_source
+from .manifest import PackEntry, PackError, PackManifest
+
+# Flags that put a verdict's time in doubt: such a kernel never goes into a pack. Others stay:
+# "shape_specialised" (wrong at another size) does not matter, as a pack calls a kernel only at its
+# own shape; "low_coverage", "noisy_timing" and "clock_drift" are about how well it was measured.
+EXCLUDED_FLAGS = frozenset({"side_stream", "native_threads", "slowed_reference", "below_flop_floor"})
+KERNELS = "kernels"
+RUNTIME = "kcpack"  # the loader's copy inside the pack, importable with only torch and triton
+RUNTIME_FILES = ("loader.py", "manifest.py")
+RUNTIME_INIT = '"""A kernelcraft kernel pack\'s loader: `kcpack.load(PACK_DIR)`."""\n\nfrom .loader import KernelPack, PackError, Route, load\n'
+
+README = """kernelcraft kernel pack: {count} {dtype} GEMM kernel(s) for {device_name} ({device}),
+torch {torch}, triton {triton}; from run {run_id} of a kernelcraft workspace, built {created}.
+
+Load it (the device name and the torch and triton versions must match, unless forced):
+
+    import kernelcraft.pack
+    pack = kernelcraft.pack.load("PACK_DIR")
+    c = pack.matmul(a, b)   # a: M x K, b: K x N; shapes without a winning kernel use torch.matmul
+
+or, where kernelcraft is not installed (torch and triton are enough):
+
+    import sys; sys.path.insert(0, "PACK_DIR")
+    import kcpack
+    pack = kcpack.load("PACK_DIR")
+
+manifest.json lists every shape's kernel file (kernels/MxNxK.py, a module defining ModelNew), its
+sha256, the id of the verdict it was judged by, and its times and speedups over torch.matmul.
+`kernelcraft pack show DIR` prints it; `kernelcraft pack bench DIR` times the pack on this machine.
+"""
+
+
+@dataclass(frozen=True)
+class _Pick:
+    """The kernel chosen for one shape."""
+
+    shape: tuple[int, int, int]
+    task: str
+    verdict_id: int
+    verdict: Verdict
+    speedup: float  # effective
+
+
+def _run_sets(store: Store, run_id: str) -> dict[str, object]:
+    """The run's --set size overrides (an optimize run's; none for other kinds)."""
+    try:
+        config = OptimizeConfig.model_validate(store.run(run_id).args)
+    except ValidationError:
+        return {}
+    sets = {}
+    for item in config.sets:
+        name, _, value = item.partition("=")
+        sets[name] = ast.literal_eval(value)  # checked when the run started
+    return sets
+
+
+def judged_shape(task: Task, device: str, sets: dict[str, object]) -> tuple[int, int, int] | None:
+    """(m, n, k) of an hgemm task as the judge ran it on `device` (its size overrides applied); None for
+    tasks that are not GEMMs of the hgemm suite."""
+    shape = shape_of(task)
+    if shape is None:
+        return None
+    sizes = {**task.sizes_for(device), **sets}
+    return (int(sizes.get("M", shape.m)), int(sizes.get("N", shape.n)), int(sizes.get("K", shape.k)))
+
+
+def _choose(store: Store, attempts: list[AttemptRow]) -> tuple[AttemptRow | None, Verdict | None, str]:
+    """The best correct attempt whose verdict has no excluded flag, its verdict, and why none when none."""
+    remaining = [a for a in attempts if a.status == "correct" and a.verdict_id]
+    flagged: set[str] = set()
+    while (best := best_attempt(remaining)) is not None:
+        verdict = store.verdict(best.verdict_id)
+        codes = {f.code for f in verdict.flags} & EXCLUDED_FLAGS
+        if not codes:
+            return best, verdict, ""
+        flagged |= codes
+        remaining.remove(best)
+    return None, None, f"every correct kernel is flagged ({', '.join(sorted(flagged))})" if flagged else "no correct kernel"
+
+
+def _picks(store: Store, run_id: str, min_speedup: float) -> tuple[list[_Pick], dict[str, str]]:
+    sets = _run_sets(store, run_id)
+    picks: dict[tuple[int, int, int], _Pick] = {}
+    left_out: dict[str, str] = {}
+    gemm_tasks = 0
+    for row in store.run_tasks(run_id):
+        task = task_from_source(store.task_source(row.task_key), row.task_key)
+        if shape_of(task) is None:
+            continue
+        gemm_tasks += 1
+        best, verdict, why = _choose(store, store.attempts(run_id, row.task_key))
+        if best is None:
+            left_out[row.task_key] = why
+            continue
+        shape = judged_shape(task, verdict.device, sets)
+        if best.speedup <= min_speedup:
+            left_out[row.task_key] = f"best kernel {best.speedup:.2f}x is not above {min_speedup:.2f}x (torch.matmul serves it)"
+        elif shape not in picks or best.speedup > picks[shape].speedup:
+            picks[shape] = _Pick(shape, row.task_key, best.verdict_id, verdict, best.speedup)
+    if gemm_tasks == 0:
+        raise PackError(f"run {run_id} has no hgemm task: a pack holds GEMM kernels (optimize hgemm ...)")
+    if not picks:
+        reasons = "; ".join(f"{k}: {v}" for k, v in list(left_out.items())[:3])
+        raise PackError(f"run {run_id} has no kernel to pack ({reasons})")
+    return sorted(picks.values(), key=lambda p: p.shape), left_out
+
+
+def _environment(picks: list[_Pick]) -> dict[str, object]:
+    """Device, versions and bandwidth, the same for every kernel of the pack."""
+    envs = {(p.verdict.device, str(p.verdict.env.get("device_name", "")), str(p.verdict.env.get("torch", "")),
+             str(p.verdict.env.get("triton", ""))) for p in picks}
+    if len(envs) > 1:
+        raise PackError(f"the run's kernels were judged on different devices or versions ({sorted(envs)}): a pack is for one")
+    ((device, device_name, torch_version, triton_version),) = envs
+    bandwidths = [bw for p in picks if (a := p.verdict.stage("audit")) is not None
+                  and (bw := a.details.get("ceilings", {}).get("bandwidth_bytes_per_s", 0)) > 0]
+    return {"device": device, "device_name": device_name, "capability": str(picks[0].verdict.env.get("capability", "")),
+            "torch": torch_version, "triton": triton_version, "bandwidth_bytes_per_s": float(min(bandwidths, default=0.0))}
+
+
+def _entry(store: Store, pick: _Pick, kernels: Path) -> PackEntry:
+    m, n, k = pick.shape
+    data = store.candidate_source(pick.verdict_id).encode()
+    rel = f"{KERNELS}/{m}x{n}x{k}.py"
+    (kernels.parent / rel).write_bytes(data)
+    v = pick.verdict
+    server = (getattr(v, "scenarios", {}) or {}).get("server")
+    return PackEntry(m=m, n=n, k=k, kernel=rel, sha256=hashlib.sha256(data).hexdigest(), task=pick.task,
+                     verdict_id=pick.verdict_id, kernel_ms=v.candidate.median_ms, reference_ms=v.reference.median_ms,
+                     speedup=v.speedup, speedup_server=float(server["speedup"]) if server else None)
+
+
+def build_pack(store: Store, run_id: str, out_dir: Path, *, min_speedup: float = 1.0) -> PackManifest:
+    """Write a pack of run `run_id`'s GEMM kernels into `out_dir` (new or empty): for each hgemm shape the
+    correct kernel with the best effective speedup whose verdict has no EXCLUDED_FLAGS, if that speedup
+    is above `min_speedup`; the manifest, a README and the loader (`kcpack`). Returns the manifest.
+
+    Raises PackError for an unknown run, a run without a kernel to pack, or an occupied `out_dir`."""
+    try:
+        store.run(run_id)
+    except KeyError:
+        raise PackError(f"no run {run_id!r} in {store.path}") from None
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise PackError(f"{out_dir}: exists and is not an empty directory; choose a new one")
+    picks, left_out = _picks(store, run_id, min_speedup)
+    env = _environment(picks)
+    kernels = out_dir / KERNELS
+    kernels.mkdir(parents=True)
+    entries = [_entry(store, p, kernels) for p in picks]
+    manifest = PackManifest(**env, run_id=run_id, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            entries=entries, left_out=left_out)
+    manifest.write(out_dir)
+    runtime = out_dir / RUNTIME
+    runtime.mkdir()
+    for name in RUNTIME_FILES:
+        shutil.copyfile(Path(__file__).parent / name, runtime / name)
+    (runtime / "__init__.py").write_text(RUNTIME_INIT)
+    (out_dir / "README.txt").write_text(README.format(count=len(entries), **manifest.to_dict()))
+    return manifest

@@ -1,0 +1,104 @@
+"""A kernel pack's manifest: each shape's kernel file, where and how fast it was measured.
+
+Standard library only: this file is copied into every pack (with the loader), so a pack loads
+where only torch and triton are installed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1  # bumped when a field changes meaning; a reader refuses formats newer than its own
+MANIFEST = "manifest.json"
+
+
+class PackError(Exception):
+    """A pack that cannot be built, read or loaded here; the message is one line."""
+
+
+@dataclass(frozen=True)
+class PackEntry:
+    """One shape's kernel: C (m x n) = A (m x k) @ B (k x n), and the judge's numbers for it."""
+
+    m: int
+    n: int
+    k: int
+    kernel: str  # path of the kernel file inside the pack, e.g. "kernels/64x64x32.py"
+    sha256: str  # of the kernel file's bytes
+    task: str  # the task key it was judged on
+    verdict_id: int  # in the workspace the pack was built from
+    kernel_ms: float  # offline median of the kernel
+    reference_ms: float  # offline median of torch.matmul, timed interleaved with the kernel
+    speedup: float  # offline: reference_ms / kernel_ms
+    speedup_server: float | None = None  # the server scenario's speedup, where the verdict measured it
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    @property
+    def name(self) -> str:
+        """The shape as "MxNxK"."""
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class PackManifest:
+    """What a pack holds and where it was measured; `entries` one per shape."""
+
+    device: str  # "cuda" or "cpu"
+    device_name: str  # the GPU's name (or the CPU's), as torch reports it
+    capability: str  # CUDA compute capability "9.0"; "" on CPU
+    torch: str
+    triton: str  # "" when the judge's worker had no triton
+    run_id: str
+    created: str  # ISO 8601, UTC
+    bandwidth_bytes_per_s: float  # the device's measured copy bandwidth; 0 when unknown (no padded dispatch then)
+    entries: list[PackEntry]
+    dtype: str = "float16"
+    left_out: dict[str, str] = field(default_factory=dict)  # task key -> why the run has no kernel for it in the pack
+    format: int = FORMAT
+
+    def entry(self, m: int, n: int, k: int) -> PackEntry | None:
+        """The entry of exactly this shape, if the pack has one."""
+        return next((e for e in self.entries if e.shape == (m, n, k)), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def write(self, directory: Path) -> Path:
+        """Write `manifest.json` into `directory`; returns its path."""
+        path = Path(directory) / MANIFEST
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+
+def read_manifest(directory: str | Path) -> PackManifest:
+    """The manifest of the pack in `directory`; PackError when there is none or it cannot be read."""
+    path = Path(directory) / MANIFEST
+    if not Path(directory).is_dir():
+        raise PackError(f"{directory}: no such pack directory")
+    if not path.is_file():
+        raise PackError(f"{directory}: not a kernel pack (no {MANIFEST})")
+    try:
+        data = json.loads(path.read_text())
+        if int(data.get("format", 0)) > FORMAT:
+            raise PackError(f"{path}: pack format {data['format']}, this kernelcraft reads format {FORMAT} and older")
+        entries = [PackEntry(**_known(PackEntry, e)) for e in data["entries"]]
+        return PackManifest(**{**_known(PackManifest, data), "entries": entries})
+    except PackError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise PackError(f"{path}: unreadable manifest ({type(e).__name__}: {e})") from None
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `data` that `cls` has as fields: a later format's extra keys are ignored."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}

@@ -1,0 +1,65 @@
+"""Strategy `template`: no language model. The Triton GEMM templates of `gemm_templates` are
+searched per shape with the judge as the scorer: a coarse stage judges the first `configs` of the
+shape's space with a short recipe (few seeds, short timing), a fine stage judges the `finalists`
+fastest again with the run's own recipe; the best fine verdict is the task's result. Its kernels
+are ordinary verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
+
+Attempts: sample = the configuration's index in the space, turn 0 coarse and 1 fine. The space is
+saved before anything is judged, so a resumed run judges the same configurations and replays
+what it had recorded."""
+
+from __future__ import annotations
+
+from ..tasks import Shape, Task, shape_of
+from .errors import TaskFailed
+from .gemm_templates import DeviceCaps, GemmConfig, config_space, render
+from .strategy import SCREENING, Outcome, TaskContext, register, run_parallel
+
+COARSE, FINE = 0, 1  # the turns of the two stages
+
+
+def gemm_shape(task: Task) -> Shape:
+    """The task's GEMM shape; TaskFailed when the task is not one of the GEMM suite's."""
+    shape = shape_of(task)
+    if shape is None:
+        raise TaskFailed(not_a_gemm(task))
+    return shape
+
+
+def not_a_gemm(task: Task) -> str | None:
+    """Why the template strategy cannot work on `task` (it is not a GEMM of the hgemm suite), or None."""
+    if shape_of(task) is not None:
+        return None
+    return f"{task.key} is not a GEMM task: the template strategy needs the shape of an hgemm task (hgemm/MxNxK)"
+
+
+@register("template", needs_model=False, task_check=not_a_gemm)
+class TemplateSearch:
+    def run(self, ctx: TaskContext) -> None:
+        options = ctx.config.template
+        configs = self._configs(ctx)
+        coarse = ctx.rejudged(options.coarse)
+        screened = run_parallel([lambda i=i: self._judge(coarse, i, COARSE, configs[i]) for i in range(len(configs))],
+                                "template")
+        correct = sorted((i for i, o in enumerate(screened) if o.correct), key=lambda i: -(screened[i].speedup or 0.0))
+        run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in correct[:options.finalists]], "template")
+
+    @staticmethod
+    def _configs(ctx: TaskContext) -> list[GemmConfig]:
+        """The configurations this task's search judges: saved the first time, read back on resume."""
+        saved = ctx.saved("configs")
+        if saved is None:
+            space = config_space(gemm_shape(ctx.task), DeviceCaps.of(ctx.device))
+            saved = [c.to_dict() for c in space[:ctx.config.template.configs]]
+            ctx.save("configs", saved)
+        return [GemmConfig.from_dict(d) for d in saved]
+
+    @staticmethod
+    def _judge(ctx: TaskContext, index: int, turn: int, config: GemmConfig) -> Outcome:
+        prior = ctx.prior_attempt(index, turn)
+        if prior is not None:
+            return ctx.outcome_of(prior)
+        meta = {"stage": "coarse" if turn == COARSE else "fine", "config": config.to_dict(), "name": config.name}
+        if turn == COARSE:
+            meta[SCREENING] = True
+        return ctx.record_source(index, turn, render(config), meta)

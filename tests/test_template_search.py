@@ -1,0 +1,173 @@
+"""The template strategy on CPU: Triton GEMM templates rendered for every variant this Triton has,
+judged by the real judge (Triton in interpreter mode), searched per shape without a model, resumed
+after a judge budget stop, and handed to a model-led strategy with `--start best`."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelcraft.judge import Job, JudgeConfig, LocalPool, check_source
+from kernelcraft.search.gemm_templates import (VARIANTS, DeviceCaps, GemmConfig, TemplateError, config_space, render,
+                                               supported_variants, triton_has_descriptors)
+from kernelcraft.tasks import Shape, hgemm_task
+
+from .fake_openai import FakeOpenAI
+from .scripted import fenced, role
+from .test_cli import FAST_TOML, kc, one_line_error
+
+H100 = DeviceCaps("cuda", (9, 0), 132, 232448)
+A100 = DeviceCaps("cuda", (8, 0), 108, 166912)
+CPU = DeviceCaps("cpu")
+# One configuration of each kind the template writes, small enough for the interpreter, with the
+# kernels its forward launches.
+KINDS = {GemmConfig(32, 32, 32, 8, 3, 4, 1, "tiled"): {"_gemm"},
+         GemmConfig(32, 16, 32, 1, 3, 4, 4, "tiled"): {"_gemm_split", "_sum_splits"},
+         GemmConfig(16, 32, 32, 8, 3, 4, 1, "persistent"): {"_gemm_persistent"},
+         GemmConfig(32, 32, 32, 8, 3, 4, 1, "tma"): {"_gemm_tma", "_gemm"},  # _gemm: rows descriptors cannot address
+         GemmConfig(16, 16, 32, 2, 3, 4, 1, "tma_persistent"): {"_gemm_tma", "_gemm"}}
+TARGET = ["hgemm", "--shapes", "64x64x64"]
+SCREEN = JudgeConfig().with_overrides({"seeds": 2, "binary_seeds": 1, "timing": {
+    "warmup_ms": 5.0, "min_iters": 5, "max_iters": 10, "target_ms": 20.0, "trusted_target_ms": 20.0}})
+
+
+def _kinds_here() -> list[GemmConfig]:
+    return [c for c in KINDS if not c.variant.startswith("tma") or triton_has_descriptors()]
+
+
+# -- the templates ----------------------------------------------------------------------------
+@pytest.mark.parametrize("config", _kinds_here(), ids=lambda c: c.name)
+def test_every_variant_renders_a_candidate_the_static_checks_accept(config: GemmConfig) -> None:
+    source = render(config)
+    report = check_source(source)
+    assert report.ok, report.message()
+    assert "class ModelNew(nn.Module)" in source and "tl.float32" in source
+    assert KINDS[config] <= report.kernel_names
+
+
+def test_descriptor_variants_exist_only_where_triton_and_the_device_have_them() -> None:
+    assert supported_variants(CPU) == supported_variants(A100) == ("tiled", "persistent")
+    assert supported_variants(H100) == (VARIANTS if triton_has_descriptors() else ("tiled", "persistent"))
+    with pytest.raises(TemplateError, match="split-K"):
+        GemmConfig(64, 64, 32, split_k=2, variant="persistent")
+    with pytest.raises(TemplateError, match="power of two"):
+        GemmConfig(48, 64, 32)
+
+
+def test_the_space_is_pruned_per_shape_and_ordered_by_the_prior() -> None:
+    big = config_space(Shape(4096, 4096, 4096), H100)
+    assert all(c.split_k == 1 for c in big)  # plenty of tiles: no split-K
+    assert {c.variant for c in big} == set(supported_variants(H100))
+    first = big[0]
+    assert (first.block_m, first.block_n, first.block_k) in ((128, 256, 64), (256, 128, 64))
+    assert all((c.stages * (c.block_m + c.block_n) * c.block_k + c.block_m * c.block_n) * 2 <= H100.smem_bytes for c in big)
+    # the first few cover several output tiles and variants, not one tile's stage and warp variations
+    assert len({(c.variant, c.block_m, c.block_n) for c in big[:12]}) == 12
+
+    long_k = config_space(Shape(64, 64, 8192), H100)
+    assert all(c.block_m <= 64 and c.block_n <= 64 for c in long_k)
+    assert not any(c.variant.endswith("persistent") for c in long_k)  # one wave of tiles: nothing to persist
+    assert long_k[0].split_k > 1 and all(8192 // c.split_k >= 2 * c.block_k for c in long_k)
+
+    odd = config_space(Shape(33, 47, 70), H100)
+    assert not any(c.variant.startswith("tma") for c in odd)  # rows of 47 or 70 halves are not 16-byte aligned
+    assert all(c.block_m <= 64 and c.block_n <= 64 and c.block_k <= 128 for c in odd)
+    tiny = config_space(Shape(64, 64, 64), CPU)
+    assert tiny[0] == GemmConfig(64, 64, 64, 8, 3, 4, 1, "tiled")
+
+
+def test_every_variant_is_exact_on_a_ragged_shape_under_the_judge(cache_dir: Path) -> None:
+    # 40x48x72: partial tiles in M and N, a K tail, an empty last split; rows aligned for descriptors
+    task = hgemm_task(Shape(40, 48, 72))
+    with LocalPool("cpu", cache_dir=cache_dir, config=SCREEN, workers=2) as pool:
+        results = {r.job.tag: r.verdict for r in pool.map([Job(task, render(c), tag=c.name) for c in _kinds_here()])}
+    for name, verdict in results.items():
+        assert verdict is not None and verdict.correct, (name, verdict and verdict.message)
+        assert len(verdict.stage("correctness").details["binary_exact"]) == 1  # the 0/1 inputs were compared exactly
+
+
+# -- the strategy -----------------------------------------------------------------------------
+def _rows(ws: Path, sql: str) -> list[dict[str, Any]]:
+    with sqlite3.connect(ws / "kernelcraft.db") as c:
+        c.row_factory = sqlite3.Row
+        return [dict(r) for r in c.execute(sql)]
+
+
+@pytest.fixture(scope="module")
+def template_run(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> dict[str, Any]:
+    """A template search of a 64x64x64 GEMM with no model: stopped by its judge budget after two
+    coarse evaluations, then resumed to the end."""
+    cwd = tmp_path_factory.mktemp("template")
+    (cwd / "fast.toml").write_text(FAST_TOML)
+    args = ["optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "3", "--finalists", "1",
+            "--config", "fast.toml", "--json"]
+    stopped = kc(*args, "--budget-judge-calls", "2", cwd=cwd, cache=cache_dir)
+    assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+    run_id = json.loads(stopped.stdout)["run_id"]
+    judged_first = _rows(cwd / "ws", "SELECT id FROM verdicts")
+    resumed = kc("optimize", "--resume", run_id, "--budget-judge-calls", "10", "--json", cwd=cwd, cache=cache_dir)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    return {"cwd": cwd, "stopped": stopped, "judged_first": len(judged_first),
+            "result": json.loads(resumed.stdout)}
+
+
+def test_template_search_screens_then_judges_the_finalist_in_full(template_run: dict[str, Any]) -> None:
+    ws = template_run["cwd"] / "ws"
+    rows = _rows(ws, "SELECT * FROM attempts ORDER BY turn, sample")
+    metas = [json.loads(r["meta_json"]) for r in rows]
+    assert [(r["sample"], r["turn"]) for r in rows] == [(0, 0), (1, 0), (2, 0), (s := rows[3]["sample"], 1)]
+    assert all(r["status"] == "correct" and r["llm_call_id"] is None for r in rows)
+    assert [m["stage"] for m in metas] == ["coarse"] * 3 + ["fine"]
+    assert all(m["screening"] for m in metas[:3]) and "screening" not in metas[3]
+    assert metas[0]["config"] == GemmConfig(64, 64, 64, 8, 3, 4, 1, "tiled").to_dict()
+    assert s == max(range(3), key=lambda i: rows[i]["speedup"])  # the finalist is the fastest screened
+    (task,) = template_run["result"]["tasks"]
+    assert task["speedup"] == rows[3]["speedup"] and task["attempts"] == 4  # the result is the fine verdict
+    assert "kernelcraft template GEMM" in Path(task["file"]).read_text()
+    verdicts = _rows(ws, "SELECT id, context_hash FROM verdicts ORDER BY id")
+    assert len({v["context_hash"] for v in verdicts[:3]}) == 1 and verdicts[3]["context_hash"] != verdicts[0]["context_hash"]
+    assert _rows(ws, "SELECT count(*) AS n FROM llm_calls")[0]["n"] == 0
+    report = Path(template_run["result"]["report"]).read_text()
+    assert "coarse timing" in report and "fine timing" in report
+
+
+def test_a_resumed_template_search_judges_nothing_twice(template_run: dict[str, Any]) -> None:
+    assert "judge budget is spent" in template_run["stopped"].stderr
+    assert template_run["judged_first"] == 2
+    assert len(_rows(template_run["cwd"] / "ws", "SELECT id FROM verdicts")) == 4  # 2 + the last coarse + the fine
+
+
+def test_start_best_shows_the_model_the_template_kernel_first(template_run: dict[str, Any], cache_dir: Path) -> None:
+    cwd, ws = template_run["cwd"], template_run["cwd"] / "ws"
+    best = Path(template_run["result"]["tasks"][0]["file"]).read_text()
+    kernel = best[best.index("# kernelcraft template GEMM"):]  # past the header the run wrote
+
+    def improve(messages: list[dict[str, Any]]) -> str:  # hands the kernel it is shown straight back
+        assert role(messages) == "coder"
+        return fenced(re.findall(r"```python\n(.*?)```", messages[-1]["content"], re.S)[-1])
+
+    before = len(_rows(ws, "SELECT id FROM verdicts"))
+    with FakeOpenAI(models=["fake-coder"], responder=improve) as srv:
+        p = kc("optimize", *TARGET, "--model", "fake-coder", "--base-url", srv.url, "--strategy", "refine",
+               "--samples", "1", "--turns", "1", "--start", "best", "--device", "cpu", "--config", "fast.toml", "--json",
+               cwd=cwd, cache=cache_dir)
+        first = srv.requests[0]["messages"]
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert kernel.strip() in first[-1]["content"] and "Improve this kernel" in first[-1]["content"]
+    (task,) = json.loads(p.stdout)["tasks"]
+    assert task["speedup"] == template_run["result"]["tasks"][0]["speedup"]
+    assert len(_rows(ws, "SELECT id FROM verdicts")) == before  # the same kernel in the same context: not judged again
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["optimize", "leaky_relu_clamp", "--strategy", "template"], "leaky_relu_clamp is not a GEMM task"),
+    (["optimize", *TARGET, "--strategy", "template", "--skills", "on"], "--model is required"),  # skills ask a model
+    (["optimize", "leaky_relu_clamp", "--model", "m", "--strategy", "evolve", "--start", "best"], "bad option start"),
+])
+def test_mistakes_are_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    assert expected in one_line_error(kc(*args, "--device", "cpu", cwd=tmp_path))
