@@ -69,10 +69,17 @@ def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, 
     return done
 
 
-def search(args: argparse.Namespace, wall_s: float) -> subprocess.CompletedProcess:
-    """Start or continue the template search run (the newest unfinished one in the workspace)."""
+def template_runs(store: Store, device_name: str) -> list:
+    """The workspace's template runs judged on this device (or not judged yet), oldest first: a run
+    is never continued on another device, so its numbers all come from one."""
+    return [r for r in store.runs("optimize") if r.args["search"]["strategy"] == "template"
+            and {v.device_name for v in store.verdicts(run_id=r.id)} <= {device_name}]
+
+
+def search(args: argparse.Namespace, wall_s: float, device_name: str) -> subprocess.CompletedProcess:
+    """Start or continue the template search run (the newest unfinished one of this device)."""
     with Store(args.workspace) as store:
-        unfinished = [r for r in store.runs("optimize") if r.finished_at is None and r.args["search"]["strategy"] == "template"]
+        unfinished = [r for r in template_runs(store, device_name) if r.finished_at is None]
     common = ["--budget-wall-s", str(int(wall_s)), "--workspace", str(args.workspace), "--json"]
     if unfinished:
         cmd = ["optimize", "--resume", unfinished[-1].id, *common]
@@ -92,9 +99,10 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
     for rt in store.run_tasks(run_id):
         attempts = store.attempts(run_id, rt.task_key)
         failed += sum(1 for a in attempts if a.status in ("incorrect", "hack_detected"))
-        fine = [a for a in attempts if a.status == "correct" and a.meta.get("stage") == "fine"]
+        fine = [a for a in attempts if a.status == "correct" and a.meta.get("stage") == "fine"
+                and store.verdict(a.verdict_id).env.get("device_name") == device_name]  # one device's numbers only
         best = max(fine, key=lambda a: a.speedup or 0.0, default=None)
-        row = ShapeRow(shape=rt.task_key.removeprefix("hgemm/"), status="done" if best else "no kernel")
+        row = ShapeRow(shape=rt.task_key.removeprefix("hgemm/"), status="done" if best else "not done here")
         if best is not None:
             v = store.verdict(best.verdict_id)
             b = store.baselines(rt.task_key, device_name)
@@ -138,8 +146,18 @@ def main() -> None:
     ap.add_argument("--budget-wall-s", type=float, default=420.0, help="Wall time of this slice, baselines and search.")
     ap.add_argument("--baseline-share", type=float, default=0.35, help="Share of the slice baselines may take.")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--report-only", metavar="DEVICE_NAME",
+                    help="Only print the report of this device's newest template run (no GPU needed).")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        with Store(args.workspace) as store:
+            runs = [r for r in store.runs("optimize") if r.args["search"]["strategy"] == "template"
+                    and args.report_only in {v.device_name for v in store.verdicts(run_id=r.id)}]
+        if not runs:
+            raise SystemExit(f"no template run on {args.report_only} in {args.workspace}")
+        print_report(args, runs[-1].id, None if runs[-1].finished_at else "not finished", args.report_only)
+        return
     start = time.monotonic()
     tasks = hgemm_tasks(shapes=parse_shapes(args.shapes)) if args.shapes else hgemm_tasks(sample=args.sample)
     with Store(args.workspace) as store:
@@ -147,10 +165,15 @@ def main() -> None:
         device_name = describe_device(args.device).name
         timed = record_baselines(store, judge, tasks, device_name, start + args.budget_wall_s * args.baseline_share)
         print(f"baselines timed this slice: {timed} (shape, scenario) pairs", flush=True)
-    p = search(args, max(30.0, args.budget_wall_s - (time.monotonic() - start)))
+    p = search(args, max(30.0, args.budget_wall_s - (time.monotonic() - start)), device_name)
     if p.returncode not in (0, 3):
         raise SystemExit(f"the template search failed ({p.returncode}): {p.stderr.strip()[-1500:]}")
     result = json.loads(p.stdout)
+    print_report(args, result["run_id"], result["stopped"], device_name)
+
+
+def print_report(args: argparse.Namespace, run_id: str, stopped: str | None, device_name: str) -> None:
+    result = {"run_id": run_id, "stopped": stopped}
     with Store(args.workspace) as store:
         rows, failed = rows_of(store, result["run_id"], device_name)
     done = [r for r in rows if r.status == "done"]
