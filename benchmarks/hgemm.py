@@ -81,7 +81,7 @@ def search(args: argparse.Namespace, wall_s: float, device_name: str) -> subproc
     with Store(args.workspace) as store:
         unfinished = [r for r in template_runs(store, device_name) if r.finished_at is None]
     common = ["--budget-wall-s", str(int(wall_s)), "--workspace", str(args.workspace), "--json"]
-    if unfinished:
+    if unfinished and not args.new_run:
         cmd = ["optimize", "--resume", unfinished[-1].id, *common]
     else:
         toml = args.out / "judge.toml"
@@ -146,6 +146,8 @@ def main() -> None:
     ap.add_argument("--budget-wall-s", type=float, default=420.0, help="Wall time of this slice, baselines and search.")
     ap.add_argument("--baseline-share", type=float, default=0.35, help="Share of the slice baselines may take.")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--new-run", action="store_true",
+                    help="Start a new template run even where this device has an unfinished one (e.g. after a template change).")
     ap.add_argument("--report-only", metavar="DEVICE_NAME",
                     help="Only print the report of this device's newest template run (no GPU needed).")
     args = ap.parse_args()

@@ -79,114 +79,72 @@ CONTRASTIVE_ANSWER = ("## Performance analysis\nThe faster one is built with opt
                       "Keep the fused loop, vectorized.\n## Code\n" + fenced(restyled(FAST, "contrastive"), ""))
 
 
-def test_contrastive_shows_two_scored_exemplars_and_asks_for_three_parts(tmp_path: Path, cache_dir: Path) -> None:
-    plain: list[int] = []
-
+def _contrastive_model(plain: list[int]) -> Any:
+    """Round one: the fast kernel, then slow ones; a contrastive prompt gets the three-part answer."""
     def model(messages: list[dict[str, Any]]) -> str:
-        task = messages[1]["content"]
-        if "code 1 (" in task:
+        if "code 1 (" in messages[1]["content"]:
             return CONTRASTIVE_ANSWER
         plain.append(1)
         return fenced(FAST if len(plain) == 1 else SLOW)
-
-    with FakeOpenAI(models=["fake-coder"], responder=model) as srv:
-        p = kc("optimize", *_setup(tmp_path), "--base-url", srv.url, "--strategy", "contrastive", "--turns", "2",
-               "--samples", "2", cwd=tmp_path, cache=cache_dir)
-        requests = list(srv.requests)
-    assert p.returncode == 0, p.stdout + p.stderr
-    contrast = [r["messages"][1]["content"] for r in requests if "code 1 (" in r["messages"][1]["content"]]
-    assert len(contrast) == 2  # round two: both samples see the two kernels of round one, slower first
-    first, second = (float(contrast[0].split(f"code {i} (")[1].split("x)")[0]) for i in (1, 2))
-    assert first < second and "## Performance analysis" in contrast[0] and "## Algorithm design" in contrast[0]
-    rows = _attempts(tmp_path)
-    assert len(rows) == 4
-    round_two = [r for r in rows if r["turn"] == 1]
-    assert all(r["meta"]["sections"] == ["performance analysis", "algorithm design", "code"] for r in round_two)
-    assert all(len(r["meta"]["exemplars"]) == 2 for r in round_two)
+    return model
 
 
-def _evolve_model(messages: list[dict[str, Any]]) -> str:
-    """Children of the model's parents: a repaired wrong kernel is the fast one; a mutation or a
-    crossover of correct kernels is the fast one restyled."""
-    task = messages[1]["content"]
-    if "Combine the strengths" in task:
-        return fenced(restyled(FAST, "crossover"))
-    return fenced(FAST if "1.5 *" in task else restyled(FAST, "mutation"))
-
-
-def test_evolve_islands_mutate_repair_and_migrate(tmp_path: Path, cache_dir: Path) -> None:
-    fresh: list[int] = []
-
+def _evolve_model(fresh: list[int]) -> Any:
+    """One island starts wrong, the other slow. Children of the model's parents: a repaired wrong kernel
+    is the fast one; a mutation or a crossover of correct kernels is the fast one restyled."""
     def model(messages: list[dict[str, Any]]) -> str:
         task = messages[1]["content"]
-        if "Combine the strengths" in task or "Improve this kernel" in task:
-            return _evolve_model(messages)
+        if "Combine the strengths" in task:
+            return fenced(restyled(FAST, "crossover"))
+        if "Improve this kernel" in task:
+            return fenced(FAST if "1.5 *" in task else restyled(FAST, "mutation"))
         fresh.append(1)
-        return fenced(WRONG if len(fresh) == 1 else SLOW)  # one island starts wrong, the other slow
-
-    with FakeOpenAI(models=["fake-coder"], responder=model) as srv:
-        p = kc("optimize", *_setup(tmp_path), "--base-url", srv.url, "--strategy", "evolve", "--generations", "6",
-               "--islands", "2", "--parallel", "1", "--migrate-every", "4", "--crossover", "1.0", cwd=tmp_path, cache=cache_dir)
-    assert p.returncode == 0, p.stdout + p.stderr
-    (task,) = json.loads(p.stdout)["tasks"]
-    assert task["speedup"] is not None and task["attempts"] == 6
-    rows = _attempts(tmp_path)
-    ops = [r["meta"]["op"] for r in rows]
-    assert ops[:2] == ["fresh", "fresh"] and "repair" in ops and ({"mutation", "crossover"} & set(ops))
-    assert {r["meta"]["island"] for r in rows} == {0, 1}
-    assert all(r["meta"]["parents"] for r in rows if r["meta"]["op"] != "fresh")
+        return fenced(WRONG if len(fresh) == 1 else SLOW)
+    return model
 
 
-def _stop_then_resume(tmp_path: Path, cache_dir: Path, args: list[str], model: Any, judge_calls: int) -> list[dict[str, Any]]:
-    """Run with a judge budget that stops the search part way, resume it with room to finish; the
-    model requests of both invocations, in order."""
+def _stop_then_resume(tmp_path: Path, cache_dir: Path, args: list[str], model: Any, judge_calls: int) -> tuple[list[Any], dict[str, Any]]:
+    """Run with a judge budget that stops the search part way, resume it with room to finish: the
+    model requests of both invocations, in order, and the resumed run's JSON."""
     with FakeOpenAI(models=["fake-coder"], responder=model) as srv:
         p = kc(*args, "--base-url", srv.url, "--budget-judge-calls", str(judge_calls), cwd=tmp_path, cache=cache_dir)
         assert p.returncode == 3 and "judge budget is spent" in p.stderr, p.stdout + p.stderr
         run_id = json.loads(p.stdout)["run_id"]
         p = kc("optimize", "--resume", run_id, "--budget-judge-calls", "50", "--json", cwd=tmp_path, cache=cache_dir)
         assert p.returncode == 0, p.stdout + p.stderr
-        return [r["messages"] for r in srv.requests]
+        return [r["messages"] for r in srv.requests], json.loads(p.stdout)
 
 
-def test_contrastive_resumes_without_asking_again_for_recorded_slots(tmp_path: Path, cache_dir: Path) -> None:
+def test_contrastive_shows_two_scored_exemplars_asks_for_three_parts_and_resumes(tmp_path: Path, cache_dir: Path) -> None:
     plain: list[int] = []
-
-    def model(messages: list[dict[str, Any]]) -> str:
-        if "code 1 (" in messages[1]["content"]:
-            return CONTRASTIVE_ANSWER
-        plain.append(1)
-        return fenced(FAST if len(plain) == 1 else SLOW)
-
     args = ["optimize", *_setup(tmp_path), "--strategy", "contrastive", "--turns", "2", "--samples", "2"]
-    requests = _stop_then_resume(tmp_path, cache_dir, args, model, judge_calls=1)
+    requests, _ = _stop_then_resume(tmp_path, cache_dir, args, _contrastive_model(plain), judge_calls=1)
+    contrast = [m[1]["content"] for m in requests if "code 1 (" in m[1]["content"]]
+    assert len(contrast) == 2  # round two: both samples see the two kernels of round one, slower first
+    first, second = (float(contrast[0].split(f"code {i} (")[1].split("x)")[0]) for i in (1, 2))
+    assert first < second and "## Performance analysis" in contrast[0] and "## Algorithm design" in contrast[0]
     rows = _attempts(tmp_path)
     assert [(r["sample"], r["turn"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    plain = [m for m in requests if "code 1 (" not in m[1]["content"]]
     assert len(plain) <= 3  # the slot judged before the stop is replayed, not asked again
     round_two = [r for r in rows if r["turn"] == 1]
+    assert all(r["meta"]["sections"] == ["performance analysis", "algorithm design", "code"] for r in round_two)
     assert all(len(r["meta"]["exemplars"]) == 2 for r in round_two)  # the exemplars include the pre-stop kernel
 
 
-def test_evolve_resumes_its_islands_from_the_recorded_children(tmp_path: Path, cache_dir: Path) -> None:
+def test_evolve_islands_mutate_repair_migrate_and_resume(tmp_path: Path, cache_dir: Path) -> None:
     fresh: list[int] = []
-
-    def model(messages: list[dict[str, Any]]) -> str:
-        task = messages[1]["content"]
-        if "Combine the strengths" in task or "Improve this kernel" in task:
-            return _evolve_model(messages)
-        fresh.append(1)
-        return fenced(WRONG if len(fresh) == 1 else SLOW)
-
     args = ["optimize", *_setup(tmp_path), "--strategy", "evolve", "--generations", "6", "--islands", "2",
             "--parallel", "1", "--migrate-every", "4", "--crossover", "0.5"]
-    _stop_then_resume(tmp_path, cache_dir, args, model, judge_calls=2)
+    _, out = _stop_then_resume(tmp_path, cache_dir, args, _evolve_model(fresh), judge_calls=2)
+    (task,) = out["tasks"]
+    assert task["speedup"] is not None and task["attempts"] == 6
     rows = _attempts(tmp_path)
     assert len(rows) == 6 and len(fresh) == 2  # both islands' founders were rebuilt from the store, not asked again
     ops = [r["meta"]["op"] for r in rows]
-    assert ops.count("fresh") == 2 and "repair" in ops
-    assert all(r["meta"]["parents"] for r in rows if r["meta"]["op"] != "fresh")
+    assert ops[:2] == ["fresh", "fresh"] and ops.count("fresh") == 2 and "repair" in ops
+    assert {"mutation", "crossover"} & set(ops)
     assert {r["meta"]["island"] for r in rows} == {0, 1}
+    assert all(r["meta"]["parents"] for r in rows if r["meta"]["op"] != "fresh")
 
 
 def _outcome(speedup: float, vid: int) -> Outcome:

@@ -39,6 +39,15 @@ def _manifest_table(m: PackManifest) -> Table:
     return table
 
 
+def _print_manifest(m: PackManifest, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(m.to_dict(), indent=1))
+        return
+    out.print(_manifest_table(m))
+    for key, why in m.left_out.items():
+        out.print(f"left out {key}: {why}", highlight=False)
+
+
 @pack_app.command("build")
 def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by optimize)."),
                out_dir: Path = typer.Option(..., "--out", help="The pack's directory (new or empty)."),
@@ -54,13 +63,9 @@ def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by 
             manifest = build_pack(store, run_id, out_dir, min_speedup=min_speedup)
         except PackError as e:
             raise UsageError(str(e)) from None
-    if as_json:
-        print(json.dumps(manifest.to_dict(), indent=1))
-        return
-    out.print(_manifest_table(manifest))
-    for key, why in manifest.left_out.items():
-        out.print(f"left out {key}: {why}", highlight=False)
-    out.print(f"pack: {out_dir} (load it with kernelcraft.pack.load; see its README.txt)", highlight=False)
+    _print_manifest(manifest, as_json)
+    if not as_json:
+        out.print(f"pack: {out_dir} (load it with kernelcraft.pack.load; see its README.txt)", highlight=False)
 
 
 @pack_app.command("show")
@@ -70,12 +75,7 @@ def pack_show(pack_dir: Path = DirArg, as_json: bool = JsonOpt) -> None:
         manifest = read_manifest(pack_dir)
     except PackError as e:
         raise UsageError(str(e)) from None
-    if as_json:
-        print(json.dumps(manifest.to_dict(), indent=1))
-        return
-    out.print(_manifest_table(manifest))
-    for key, why in manifest.left_out.items():
-        out.print(f"left out {key}: {why}", highlight=False)
+    _print_manifest(manifest, as_json)
 
 
 def _bench_table(rows: list[BenchRow]) -> Table:

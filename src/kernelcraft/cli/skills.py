@@ -12,7 +12,7 @@ from rich.table import Table
 from ..judge import JudgeConfig, LocalPool, describe_device
 from ..llm import make_client
 from ..search import Optimizer, Verification
-from ..skills import Skill, SkillError, SkillFileError, SkillLibrary, read_skill_file
+from ..skills import Skill, SkillFileError, SkillLibrary, read_skill_file
 from ..store import Store
 from .app import (ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _endpoint_options, _new_optimize_config,
                   _optimize_tasks, app, err, out)

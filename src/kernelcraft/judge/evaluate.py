@@ -76,6 +76,13 @@ class _Failed(Exception):
         self.status = status
 
 
+def _check_inputs_kept(out: dict[str, Any], ref: ReferenceData, stage: StageResult, where: str) -> None:
+    """A candidate may modify its inputs only where the reference does."""
+    if out["mutated"] and not ref.mutates_inputs:
+        stage.ok = False
+        raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {out['mutated']} ({where})")
+
+
 class Judge:
     """Evaluates candidates on one device. Thread-safe: a pool calls `evaluate` from many threads.
 
@@ -393,9 +400,7 @@ class Judge:
                     if m["device"].split(":")[0] != self.device:
                         stage.ok = False
                         raise _Failed(Status.INCORRECT, f"output {j} is on {m['device']}, expected {self.device}")
-            if out["mutated"] and not ref.mutates_inputs:
-                stage.ok = False
-                raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {out['mutated']} (seed {i})")
+            _check_inputs_kept(out, ref, stage, f"seed {i}")
             if out["aliases_input"] and not ref.aliases_input:
                 stage.ok = False
                 raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
@@ -489,9 +494,7 @@ class Judge:
         as an integer off, where random inputs hide it inside the tolerance)."""
         checked = []
         for i, (out, info) in enumerate(zip(outputs, ref.binary)):
-            if out["mutated"] and not ref.mutates_inputs:
-                stage.ok = False
-                raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {out['mutated']} (0/1 inputs {i})")
+            _check_inputs_kept(out, ref, stage, f"0/1 inputs {i}")
             got = torch.load(w.scratch / f"bin_{i}.pt", weights_only=True, mmap=True)
             m = compare_outputs(got, ref.binary_outputs[i], 0.0, 0.0, self._compare_device, nan_skips=True)
             del got
@@ -526,8 +529,10 @@ class Judge:
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
             self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
                                    f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")
-        elif slowed > cfg.slowed_reference_reject and v.speedup > 1.0:
-            # A win that exists only because the reference ran slower next to the candidate.
+        elif slowed > cfg.slowed_reference_reject and v.speedup > 1.0 and v.significant:
+            # A win that exists only because the reference ran slower next to the candidate. A speedup
+            # inside the noise band claims no win: there, a slow reference is noise (a few samples, a busy
+            # host), and the flag above says so.
             self._reject(v, stage, f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
                                    f"({v.speedup:.2f}x measured, {v.speedup / slowed:.2f}x against the trusted time): the candidate slows the reference")
         else:

@@ -7,6 +7,7 @@ candidate's own code ran during a forward call.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from typing import Any, Callable
@@ -58,15 +59,20 @@ class LaunchCounter:
                 self.kernel_names.add(n)
 
     def instrument_triton(self) -> None:
-        """Make `triton.jit` return kernels whose launches are counted."""
+        """Count every Triton launch. Compiled kernels are counted where every launch path ends,
+        `CompiledKernel.run` (so a kernel launched through its low-level runner, which skips the
+        `kernel[grid]` binding, counts too); interpreted ones (CPU) at the kernel's `run`."""
         import triton
         import triton.runtime.jit as jit_mod
 
+        # Where a Triton has no such property, the kernel's `run` is counted, as under the interpreter.
+        at_jit = os.environ.get("TRITON_INTERPRET") == "1" or not self._count_compiled_launches()
         original = triton.jit
 
         def instrument(kernel: Any) -> Any:
             name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None), "__name__", "triton_kernel")
-            kernel.run = self.wrap(f"triton:{name}", kernel.run)
+            if at_jit:
+                kernel.run = self.wrap(f"triton:{name}", kernel.run)
             self.kernel_names.add(name)
             return kernel
 
@@ -78,3 +84,22 @@ class LaunchCounter:
 
         triton.jit = jit
         jit_mod.jit = jit
+
+    def _count_compiled_launches(self) -> bool:
+        from triton.compiler.compiler import CompiledKernel
+
+        launcher = CompiledKernel.__dict__.get("run")  # a property: the driver's launch function, loaded on first use
+        if not isinstance(launcher, property):
+            return False
+        counted: dict[int, tuple[Any, Callable[..., Any]]] = {}
+
+        def run(kernel: Any) -> Callable[..., Any]:
+            fn = launcher.fget(kernel)
+            seen = counted.get(id(kernel))
+            if seen is None or seen[0] is not fn:
+                seen = counted[id(kernel)] = (fn, self.wrap(f"triton:{kernel.name}", fn))
+                self.kernel_names.add(kernel.name)
+            return seen[1]
+
+        CompiledKernel.run = property(run)
+        return True

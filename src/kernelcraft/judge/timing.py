@@ -7,6 +7,7 @@ the judge calls (and the guard reports the replacement).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from typing import Any, Callable, Iterator
@@ -60,6 +61,15 @@ def server_pause(qps: float, rng: random.Random) -> Callable[[], None]:
     def pause() -> None:
         time.sleep(rng.expovariate(qps))
     return pause
+
+
+def scenario_clock(device: torch.device, cfg: TimingConfig, scenario: str | None, seed: int) -> tuple[TimingConfig, Clock]:
+    """The timing settings and clock of a scenario: offline (calls back to back) or "server" (an untimed
+    exponential pause before every call, seeded from `seed`, and the server scenario's iteration cap)."""
+    if scenario != "server":
+        return cfg, Clock(device, cfg)
+    cfg = dataclasses.replace(cfg, max_iters=cfg.server_max_iters, min_iters=min(cfg.min_iters, cfg.server_max_iters))
+    return cfg, Clock(device, cfg, server_pause(cfg.server_qps, random.Random(seed ^ 0x5E4F)))
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:

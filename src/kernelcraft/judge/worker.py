@@ -33,7 +33,7 @@ from .coverage import profile_call
 from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, ThreadWatch, native_threads, pin_precision
 from .launches import LaunchCounter
-from .timing import Clock, clock_info, run_interleaved, server_pause
+from .timing import clock_info, run_interleaved, scenario_clock
 
 TASK_FILE = "task.py"
 # The largest integer each dtype holds exactly together with every integer below it.
@@ -241,13 +241,10 @@ class Worker:
         torch.compile interleaved if asked. With `tunableop`, PyTorch's TunableOp (cuBLAS/cuBLASLt
         algorithms tried per shape, the fastest kept) is then enabled and the reference timed again:
         the autotuned-library baseline. `scenario` "server" pauses before every call (untimed)."""
-        cfg = dataclasses.replace(self.cfg.timing, target_ms=cmd.get("target_ms") or self.cfg.timing.target_ms)
-        server = cmd.get("scenario") == "server"
-        if server:
-            cfg = dataclasses.replace(cfg, max_iters=cfg.server_max_iters, min_iters=min(cfg.min_iters, cfg.server_max_iters))
         seed = cmd["seeds"][0]
+        timing = dataclasses.replace(self.cfg.timing, target_ms=cmd.get("target_ms") or self.cfg.timing.target_ms)
+        cfg, clock = scenario_clock(self.device, timing, cmd.get("scenario"), seed)
         sets = self.timing_inputs(cmd["seeds"])
-        clock = Clock(self.device, cfg, server_pause(cfg.server_qps, random.Random(seed ^ 0x5E4F)) if server else None)
 
         def run(sides: list[tuple[str, Any]]) -> dict[str, list[float]]:
             with torch.no_grad():
@@ -435,14 +432,9 @@ class Worker:
     def op_time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """ABAB timing of candidate and reference over fresh inputs, with spot checks; offline (calls
         back to back) or, with scenario "server", a random untimed pause before every call."""
-        cfg = self.cfg.timing
         t0 = time.perf_counter()
+        cfg, clock = scenario_clock(self.device, self.cfg.timing, cmd.get("scenario"), cmd["seeds"][0])
         sets = self.timing_inputs(cmd["seeds"])
-        pause = None
-        if cmd.get("scenario") == "server":
-            cfg = dataclasses.replace(cfg, max_iters=cfg.server_max_iters, min_iters=min(cfg.min_iters, cfg.server_max_iters))
-            pause = server_pause(cfg.server_qps, random.Random(cmd["seeds"][0] ^ 0x5E4F))
-        clock = Clock(self.device, cfg, pause)
         spot: dict[str, Any] = {"checked": 0, "failures": []}
         held: dict[int, list[Any]] = {}
 
