@@ -50,7 +50,10 @@ DIRECTIONS = ("idea", "contrastive", "mutation", "crossover")
 
 
 class Coder:
-    def __init__(self, client: LLMClient, language: str, device: DeviceDescription) -> None:
+    """The coder's prompts and, with a client, its answers. Without one (an RL engine's model answers)
+    it renders prompts only."""
+
+    def __init__(self, client: LLMClient | None, language: str, device: DeviceDescription) -> None:
         if language not in LANGUAGES:
             raise ValueError(f"unknown language {language!r}: use {' or '.join(LANGUAGES)}")
         self.client = client
@@ -95,6 +98,8 @@ class Coder:
 
     def propose(self, messages: Sequence[Message], *, task: str, sample: int = 0) -> Proposal:
         """One answer to `messages`, parsed. LLM errors (budget, endpoint) propagate."""
+        if self.client is None:
+            raise RuntimeError("this coder renders prompts only: it has no LLM client")
         request = self.client.request(messages, sample=sample, purpose="coder", task=task)
         reply = self.client.chat(request)
         return Proposal(request, reply, extract_candidate(reply.text))

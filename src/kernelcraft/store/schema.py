@@ -162,4 +162,24 @@ MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    """
+    -- the judge service's queue (kernelcraft serve-judge): one job per submitted candidate
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        client_key TEXT UNIQUE,
+        status TEXT NOT NULL,
+        task_key TEXT NOT NULL,
+        task_json TEXT NOT NULL,
+        source TEXT NOT NULL,
+        fresh INTEGER NOT NULL DEFAULT 0,
+        verdict_id INTEGER REFERENCES verdicts(id),
+        reused INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        claims INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL
+    );
+    CREATE INDEX jobs_status ON jobs(status, id);
+    """,
 ]

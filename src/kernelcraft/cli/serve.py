@@ -1,0 +1,62 @@
+"""`kernelcraft serve-judge`: the judge behind an HTTP API, for rollout workers on other machines."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..train.service.config import ServeConfig
+from .app import ConfigOpt, UsageError, WorkspaceOpt, _config, _default, app
+
+TOKEN_ENV = "KERNELCRAFT_JUDGE_TOKEN"
+
+
+def _token(token_file: Optional[Path]) -> str:
+    if token_file is not None:
+        if not token_file.is_file():
+            raise UsageError(f"{token_file}: no such token file")
+        if not token_file.read_text().strip():
+            raise UsageError(f"{token_file}: the token file is empty")
+        return token_file.read_text().strip()
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise UsageError(f"serve-judge needs a token, which clients send as a bearer token: --token-file FILE or {TOKEN_ENV}")
+    return token
+
+
+@app.command("serve-judge")
+def serve_judge_cmd(
+    workspace: Path = WorkspaceOpt,
+    host: str = typer.Option(_default(ServeConfig, "host"), "--host", help="Address to listen on (0.0.0.0: every "
+                                                                           "interface; the token travels in clear, so "
+                                                                           "only on a trusted network)."),
+    port: int = typer.Option(_default(ServeConfig, "port"), "--port", help="Port (0: any free one; the bound one is printed)."),
+    device: str = typer.Option(_default(ServeConfig, "device"), "--device", "-d", help="cuda or cpu."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations (default: half the cores, at most 8)."),
+    token_file: Optional[Path] = typer.Option(None, "--token-file", help=f"File holding the clients' token (default: ${TOKEN_ENV})."),
+    config_file: Optional[Path] = ConfigOpt,
+) -> None:
+    """Serve the judge over HTTP: rollout workers (kernelcraft.train.service.JudgeClient) submit candidates and read
+    verdicts. Jobs are kept in the workspace's store: a restarted service finishes what was queued."""
+    token = _token(token_file)
+    judge_config = _config(config_file, None, None, None)
+    try:
+        config = ServeConfig(host=host, port=port, device=device, workers=workers)
+    except ValueError as e:  # pydantic's ValidationError: name the flag, in one line
+        first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
+        raise UsageError(f"--{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+    try:
+        from ..train.service.queue import WorkspaceBusy
+        from ..train.service.server import CannotListen, serve
+    except ImportError as e:  # fastapi and uvicorn come with the train extra
+        raise UsageError(f"serve-judge needs the train extra ({e.name} is missing): pip install 'kernelcraft[train]'") from None
+    try:
+        serve(workspace, config, judge_config, token, announce=lambda line: print(line, file=sys.stderr, flush=True))
+    except (CannotListen, WorkspaceBusy) as e:
+        raise UsageError(str(e)) from None
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (uvicorn passes it on once it has shut down): a service's normal end
+        print("judge service stopped; unfinished jobs are queued for its next start", file=sys.stderr)

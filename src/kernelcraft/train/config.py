@@ -1,0 +1,155 @@
+"""The options of an RL run: the environment (turns, language, skills, rewards), the advantages, the
+model and tasks, and the settings of each engine (TRL, verl). One pydantic model, loaded from one TOML
+file by `kernelcraft train rl --config FILE`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from ..judge import JudgeConfig
+from ..skills import AdmissionPolicy
+from .advantages import AdvantageConfig
+from .episode import Role
+from .rewards import RewardConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def model_from_toml(model: type[M], path: Path, error: type[Exception]) -> M:
+    """A pydantic model from a TOML file; a missing file, bad TOML or a bad value is `error` with one
+    line naming the file and the key."""
+    if not path.is_file():
+        raise error(f"{path}: no such config file")
+    try:
+        return model.model_validate(tomllib.loads(path.read_text()))
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: {e}") from None
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise error(f"{path}: {where + ': ' if where else ''}{message}") from None
+
+
+class RLConfigError(Exception):
+    """A config file that cannot be used; printed as one line."""
+
+
+class EnvSkillOptions(BaseModel):
+    """Skills in the environment: the selector sees what BM25 recalls, the summarizer's first draft is
+    verified by regenerating the kernel with it."""
+
+    recall: int = Field(20, ge=1)  # skills BM25 recalls for the selector to read
+    k: int = Field(3, ge=1)  # skills the selector may pick
+    max_new: int = Field(2, ge=1)  # drafts the summarizer may write
+    verify_turns: int = Field(1, ge=0)  # coder turns regenerating the kernel with the draft; 0: no verification
+    policy: AdmissionPolicy = Field(default_factory=AdmissionPolicy)  # also the summarizer's trigger
+
+
+class EnvConfig(BaseModel):
+    """One episode: up to `max_turns` coder turns, with a selector turn before them when skills are given
+    and a summarizer turn after them when the trajectory improved enough."""
+
+    max_turns: int = Field(3, ge=1)
+    language: Literal["cuda", "triton"] = "cuda"
+    device: Literal["cuda", "cpu"] = "cuda"  # where the kernels run (what the coder's prompt names)
+    device_name: str = ""  # the target named in the prompt; empty: the local device's name
+    history_tokens: int = Field(24000, ge=2000)  # the coder's conversation is cut to this (about 4 characters each)
+    summarize: bool = True
+    skills: EnvSkillOptions = Field(default_factory=EnvSkillOptions)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+
+class TRLOptions(BaseModel):
+    """GRPO through TRL's GRPOTrainer. Any other GRPOConfig field goes in `extra`."""
+
+    steps: int = Field(100, ge=1)
+    num_generations: int = Field(4, ge=2)  # samples per prompt: the group of the baseline
+    batch_size: int = Field(4, ge=1)  # prompts x samples per device and step; a multiple of num_generations
+    learning_rate: float = Field(1e-6, gt=0)
+    max_completion_length: int = Field(2048, ge=1)  # tokens per turn
+    temperature: float = Field(1.0, gt=0)
+    multi_turn: bool = True  # run whole episodes through TRL's rollout_func; false: one judged turn per sample
+    beta: float = Field(0.0, ge=0)  # KL coefficient
+    seed: int = 0
+    judge_workers: int = Field(4, ge=1)  # candidates judged at once
+    save_steps: int | None = Field(None, ge=1)  # None: the final model only
+    use_cpu: bool = False
+    bf16: bool = True  # TRL's default; false on a CPU without bf16 support
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _whole_groups(self) -> "TRLOptions":
+        if self.batch_size % self.num_generations:
+            raise ValueError(f"trl.batch_size ({self.batch_size}) must be a multiple of trl.num_generations "
+                             f"({self.num_generations})")
+        return self
+
+
+class VerlOptions(BaseModel):
+    """What `kernelcraft train rl --engine verl` writes into verl's launch command (docs/training.md)."""
+
+    nnodes: int = Field(1, ge=1)
+    gpus_per_node: int = Field(1, ge=1)
+    ray_address: str | None = None  # a Ray cluster's dashboard, e.g. http://head:8265: submit the job there
+    rollout: Literal["vllm", "sglang"] = "vllm"
+    n: int = Field(4, ge=2)  # samples per dataset row (role rows: one group per task and role)
+    train_batch_size: int = Field(8, ge=1)  # dataset rows per step
+    max_prompt_length: int = Field(8192, ge=256)
+    max_response_length: int = Field(16384, ge=256)  # all turns of one role, feedback included
+    learning_rate: float = Field(1e-6, gt=0)
+    total_training_steps: int = Field(100, ge=1)
+    judge_url: str = "http://127.0.0.1:8765"  # `kernelcraft serve-judge` on the judge machine
+    token_env: str = "KERNELCRAFT_JUDGE_TOKEN"  # the variable that holds the service's token on every node
+    roles: list[Role] = Field(default_factory=lambda: ["coder"], min_length=1)  # a dataset row per task and role
+    overrides: list[str] = Field(default_factory=list)  # more hydra overrides, e.g. "trainer.save_freq=10"
+
+
+class RLConfig(BaseModel):
+    """Everything `kernelcraft train rl` needs."""
+
+    model: str  # a local checkpoint directory or a hub name, loaded by the engine's own code
+    tasks: list[str] = Field(min_length=1)  # task specs, as `kernelcraft eval` takes them
+    sizes: dict[str, Any] = Field(default_factory=dict)  # module-constant overrides for every task, as --set
+    device: Literal["cuda", "cpu"] = "cuda"  # where the judge runs the kernels
+    workspace: str = "kernelcraft-workspace"  # the judge's build cache lives here
+    output_dir: str = "kernelcraft-rl"
+    judge: dict[str, Any] = Field(default_factory=dict)  # JudgeConfig overrides
+    skills: bool = False  # the selector picks from the workspace's skill library first
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    advantages: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    trl: TRLOptions = Field(default_factory=TRLOptions)
+    verl: VerlOptions = Field(default_factory=VerlOptions)
+
+    @field_validator("judge")
+    @classmethod
+    def _judge_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            JudgeConfig().with_overrides(v)  # unknown options fail here, not in the middle of a run
+        except TypeError as e:  # an unknown key of a nested table (timing, timeouts)
+            raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _env_device(self) -> "RLConfig":
+        # the prompt names the device the judge measures on: one setting, not two that could disagree
+        self.env = self.env.model_copy(update={"device": self.device})
+        return self
+
+    def judge_config(self) -> JudgeConfig:
+        return JudgeConfig().with_overrides(self.judge)
+
+    @classmethod
+    def from_toml(cls, path: Path) -> "RLConfig":
+        """The run described by a TOML file (keys of this model; tables for the nested ones)."""
+        return model_from_toml(cls, path, RLConfigError)

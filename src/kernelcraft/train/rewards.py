@@ -1,0 +1,133 @@
+"""Rewards per role, shaped so that RL cannot learn hacks (CUDA-L1) or lazy kernels (Dr.Kernel).
+
+Coder, from one verdict:
+- a hack (status hack_detected, or a verdict with one of `hack_flags`) earns only
+  -hack_penalty: a flagged win must never pay, or RL learns the flag's trick;
+- anything else not correct earns 0;
+- a correct turn with coverage below min_coverage is rejected (reward 0, out of the loss);
+- otherwise correct_weight + speedup_weight * min(speedup, speedup_cap) + coverage_weight * coverage,
+  with the speedup inside the noise band counting as 1.0 (Verdict.effective_speedup), and a verdict
+  flagged slowed_reference paid no more than its speedup over the reference timed alone. A speedup above
+  remeasure_above is measured again through `remeasure`, and the lower of the two is rewarded; with
+  no re-measurement, or one that is not correct, the win is rewarded only up to remeasure_above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ..judge import Status, Verdict
+from .advantages import zscore
+from .episode import Episode, role_groups
+
+# Flags that mean the timed work was not honest: streams or threads outside the timed one, sizes
+# hard-coded (wrong at the task's check size). Left out: below_flop_floor (a correct algebraic
+# shortcut is a real win), low_coverage (the coverage term and min_coverage see to it), noisy_timing
+# and clock_drift (about the measurement, not the kernel), and slowed_reference, which a busy machine
+# raises too: a verdict with it is paid only its speedup over the reference timed alone, and the judge
+# itself rejects a significant win that rests on a slowed reference.
+HACK_FLAGS = ("side_stream", "native_threads", "shape_specialised")
+
+
+class RewardConfig(BaseModel):
+    """Defaults follow daVinci-kernel (Dr.Kernel caps the speedup at 3)."""
+
+    correct_weight: float = 0.5
+    speedup_weight: float = 0.5
+    coverage_weight: float = 0.5
+    speedup_cap: float = Field(6.0, gt=0)
+    hack_penalty: float = Field(1.0, ge=0)  # subtracted for hack_detected or a hack flag
+    hack_flags: list[str] = Field(default_factory=lambda: list(HACK_FLAGS))
+    min_coverage: float = Field(0.3, ge=0, le=1)  # a correct turn below it is rejected ("lazy optimisation")
+    remeasure_above: float = Field(3.0, gt=0)  # speedups above this are re-measured before they are rewarded
+    normalize: bool = False  # z-score per (group, role), clipped to +-clip
+    clip: float = Field(1.5, gt=0)
+    admitted_weight: float = 0.5  # summarizer: for a skill admitted to the library
+    gain_weight: float = 0.5  # summarizer: times the verified gain, capped at speedup_cap
+
+
+@dataclass(frozen=True)
+class CoderReward:
+    value: float
+    rejected: bool
+    reason: str  # "", "not_correct", "hack", "low_coverage", "remeasured", "not_remeasured"
+    parts: dict[str, float]  # correct, speedup, coverage, penalty: the weighted terms, summing to value
+
+
+def coder_reward(verdict: Verdict, cfg: RewardConfig,
+                 remeasure: Callable[[Verdict], Verdict | None] | None = None) -> CoderReward:
+    """The reward of one coder turn; `remeasure` evaluates the same candidate again (on another
+    device, ideally) and is called only for a speedup above cfg.remeasure_above."""
+    if _is_hack(verdict, cfg):
+        return _hack(cfg)
+    if not verdict.correct:
+        return CoderReward(0.0, False, "not_correct", _parts())
+    coverage = verdict.coverage or 0.0  # a correct verdict without coverage shows no own kernel at work
+    if coverage < cfg.min_coverage:
+        return CoderReward(0.0, True, "low_coverage", _parts())
+    speedup, reason = _honest_speedup(verdict), ""
+    if speedup > cfg.remeasure_above:
+        again = remeasure(verdict) if remeasure is not None else None
+        if again is not None and _is_hack(again, cfg):
+            return _hack(cfg)
+        if again is None or not again.correct:
+            speedup, reason = cfg.remeasure_above, "not_remeasured"
+        else:
+            speedup, reason = min(speedup, again.effective_speedup or 0.0), "remeasured"
+    parts = _parts(correct=cfg.correct_weight, speedup=cfg.speedup_weight * min(speedup, cfg.speedup_cap),
+                   coverage=cfg.coverage_weight * coverage)
+    return CoderReward(sum(parts.values()), False, reason, parts)
+
+
+def _honest_speedup(verdict: Verdict) -> float:
+    """The effective speedup; where the reference ran slower next to the candidate than alone, no
+    more than the speedup over the reference's time alone."""
+    speedup = verdict.effective_speedup or 0.0
+    slowed = any(f.code == "slowed_reference" for f in verdict.flags)
+    if slowed and verdict.trusted_reference is not None and verdict.candidate is not None and verdict.candidate.median_ms > 0:
+        speedup = min(speedup, verdict.trusted_reference.median_ms / verdict.candidate.median_ms)
+    return speedup
+
+
+def selector_reward(coder_returns: list[float]) -> float:
+    """The selector's reward: the mean return of the coder trajectories run under its selection."""
+    return float(np.mean(coder_returns)) if coder_returns else 0.0
+
+
+def summarizer_reward(admitted: bool, verified_gain: float | None, cfg: RewardConfig) -> float:
+    """The summarizer's reward: admitted_weight for a skill the library admitted, plus gain_weight
+    times the gain its verification measured (speedup with the skill over speedup without, as
+    admission compares them; capped at speedup_cap). A skill not admitted earns 0: its gain, if
+    any, did not clear admission's thresholds, so it is not verified."""
+    if not admitted:
+        return 0.0
+    return cfg.admitted_weight + cfg.gain_weight * min(verified_gain or 0.0, cfg.speedup_cap)
+
+
+def normalize_rewards(episodes: list[Episode], cfg: RewardConfig) -> None:
+    """With cfg.normalize, replace each accepted step's reward by its z-score among the accepted
+    steps of its (group, role), clipped to +-cfg.clip, in place; the raw reward goes to
+    Step.info["raw_reward"]. Without it, nothing changes."""
+    if not cfg.normalize:
+        return
+    for trajectories in role_groups(episodes).values():
+        steps = [s for t in trajectories for s in t.steps if not s.rejected]
+        for step, z in zip(steps, np.clip(zscore(np.array([s.reward for s in steps])), -cfg.clip, cfg.clip)):
+            step.info["raw_reward"] = step.reward
+            step.reward = float(z)
+
+
+def _is_hack(verdict: Verdict, cfg: RewardConfig) -> bool:
+    return verdict.status is Status.HACK_DETECTED or any(verdict.has_flag(code) for code in cfg.hack_flags)
+
+
+def _hack(cfg: RewardConfig) -> CoderReward:
+    return CoderReward(-cfg.hack_penalty, False, "hack", _parts(penalty=-cfg.hack_penalty))
+
+
+def _parts(correct: float = 0.0, speedup: float = 0.0, coverage: float = 0.0, penalty: float = 0.0) -> dict[str, float]:
+    return {"correct": correct, "speedup": speedup, "coverage": coverage, "penalty": penalty}

@@ -1,0 +1,14 @@
+"""Where and how the judge service runs; the judge's own settings are a JudgeConfig beside it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, Field
+
+
+class ServeConfig(BaseModel):
+    host: str = "127.0.0.1"  # loopback unless asked: the token travels in clear over plain HTTP
+    port: int = Field(8765, ge=0, le=65535)  # 0: any free port (the bound one is announced)
+    device: str = "cuda"
+    workers: Optional[int] = Field(None, ge=1)  # concurrent evaluations (default: LocalPool's)
