@@ -20,39 +20,13 @@ import tempfile
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer
-from tokenizers.models import WordLevel
-from tokenizers.pre_tokenizers import Whitespace
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from kernelcraft.tasks import resolve_task
 from kernelcraft.train.config import RLConfig
+from kernelcraft.train.tiny_model import tiny_model
 from kernelcraft.train.trl_adapter import train_grpo
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAT = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-def tiny_model(path: Path, candidates: list[str], hidden: int) -> Path:
-    """A 2-layer Llama with random weights; its vocabulary: a few words, the chat markers, and each
-    candidate as one token (in a ```python block that starts and ends a line)."""
-    words = ["[PAD]", "</s>", "[UNK]", "the", "kernel", "is", "here", "fast"]
-    base = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    base.pre_tokenizer = Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=base, unk_token="[UNK]", pad_token="[PAD]", eos_token="</s>",
-                                        padding_side="left")
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]})
-    tokenizer.add_tokens([AddedToken(f"\n```python\n{c.rstrip()}\n```\n", normalized=False) for c in candidates])
-    tokenizer.chat_template = CHAT
-    tokenizer.save_pretrained(path)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=8192,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
-
-
 def default_candidates(task_spec: str, device: str) -> list[str]:
     name = resolve_task(task_spec).name
     honest = ROOT / "examples" / "candidates" / device / f"{name}.py"
@@ -80,7 +54,7 @@ def main() -> None:
 
     candidates = [p.read_text() for p in args.candidate] or default_candidates(args.task, args.device)
     work = Path(tempfile.mkdtemp(prefix="kc-rl-bench-"))
-    model = tiny_model(work / "model", candidates, args.hidden)
+    model = tiny_model(work / "model", candidates, hidden=args.hidden)
     cfg = RLConfig.model_validate({
         "model": str(model), "tasks": [args.task], "device": args.device, "workspace": args.workspace,
         "output_dir": str(work / "out"), "env": {"language": "cuda", "max_turns": args.turns},

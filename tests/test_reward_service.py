@@ -15,17 +15,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
-import httpx
 import pytest
 
-from kernelcraft.judge import Judge, Verdict
-from kernelcraft.store import Store
-from kernelcraft.tasks import resolve_task
-from kernelcraft.train.service import JudgeClient, ServiceError
+# The train extra: absent on a bare GPU machine, where these CPU tests are skipped.
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
 
-from .conftest import FAST
-from .test_cli import kc, one_line_error
-from .test_judge_cpu import triton_candidate
+from kernelcraft.judge import Judge, Verdict  # noqa: E402
+from kernelcraft.store import Store  # noqa: E402
+from kernelcraft.tasks import resolve_task  # noqa: E402
+from kernelcraft.train.service import JudgeClient, ServiceError  # noqa: E402
+
+from .conftest import FAST  # noqa: E402
+from .test_cli import kc, one_line_error  # noqa: E402
+from .test_judge_cpu import triton_candidate  # noqa: E402
 
 TOKEN = "s3cret-token"
 TOKEN_ENV = "KERNELCRAFT_JUDGE_TOKEN"

@@ -10,16 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import datasets
 import pytest
 
-from kernelcraft.judge import Flag, Status, TimingStats, Verdict
-from kernelcraft.llm import CallRecord, ChatReply, ChatRequest, Message, Usage
-from kernelcraft.search import VERIFY_BASE
-from kernelcraft.store import Store
-from kernelcraft.tasks import Task, resolve_task
-from kernelcraft.train.dedup import code_tokens, near_duplicates
-from kernelcraft.train.sft import SFTExportConfig, SFTExportError, export_sft
+# The train extra: absent on a bare GPU machine, where these CPU tests are skipped.
+datasets = pytest.importorskip("datasets")
+pytest.importorskip("datasketch")
+
+from kernelcraft.judge import Flag, Status, TimingStats, Verdict  # noqa: E402
+from kernelcraft.llm import CallRecord, ChatReply, ChatRequest, Message, Usage  # noqa: E402
+from kernelcraft.search import VERIFY_BASE  # noqa: E402
+from kernelcraft.store import Store  # noqa: E402
+from kernelcraft.tasks import Task, resolve_task  # noqa: E402
+from kernelcraft.train.dedup import code_tokens, near_duplicates  # noqa: E402
+from kernelcraft.train.sft import SFTExportConfig, SFTExportError, export_sft  # noqa: E402
 
 RELU = '''import torch
 from torch.utils.cpp_extension import load_inline

@@ -15,53 +15,28 @@ import pytest
 pytest.importorskip("trl")
 
 import torch  # noqa: E402
-from tokenizers import AddedToken, Tokenizer  # noqa: E402
-from tokenizers.models import WordLevel  # noqa: E402
-from tokenizers.pre_tokenizers import Whitespace  # noqa: E402
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 
 from kernelcraft.judge import Judge  # noqa: E402
 from kernelcraft.train.config import RLConfig, RLConfigError  # noqa: E402
 from kernelcraft.train.env import ReusedVerdicts  # noqa: E402
+from kernelcraft.train.tiny_model import tiny_model  # noqa: E402
 from kernelcraft.train.trl_adapter import grpo_settings, train_grpo  # noqa: E402
 
 from .conftest import ROOT  # noqa: E402
 from .test_cli import kc, one_line_error  # noqa: E402
 from .test_train_env import FAST_KERNEL, JUDGE, REWARD, TASK_SOURCE, WRONG_KERNEL  # noqa: E402
 
-CHAT = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
-
-def block(source: str) -> str:
-    # starts and ends a line, so the parser finds the fence wherever the token falls in a reply
-    return f"\n```python\n{source}```\n"
-
-
-def tiny_model(path: Path) -> Path:
-    """A 2-layer Llama with random weights and a word-level tokenizer, saved as a local checkpoint."""
-    words = ["[PAD]", "</s>", "[UNK]", "the", "kernel", "is", "here", "fast"]
-    tokenizer = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", eos_token="</s>",
-                                   padding_side="left")
-    fast.add_special_tokens({"additional_special_tokens": ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]})
-    # three spellings of the fast kernel (judged once: they differ only in a comment) and one wrong kernel
-    candidates = [block(f"# variant {i}\n{FAST_KERNEL}") for i in range(3)] + [block(WRONG_KERNEL)]
-    fast.add_tokens([AddedToken(c, normalized=False) for c in candidates])
-    fast.chat_template = CHAT
-    fast.save_pretrained(path)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
-                         pad_token_id=fast.pad_token_id, eos_token_id=fast.eos_token_id, bos_token_id=None)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
+def checkpoint_with(path: Path) -> Path:
+    """The tiny local model; its vocabulary: three spellings of the fast kernel (judged once: they differ
+    only in a comment) and one wrong kernel, each a single token."""
+    return tiny_model(path, [f"# variant {i}\n{FAST_KERNEL}" for i in range(3)] + [WRONG_KERNEL], hidden=32)
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+    return checkpoint_with(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..agents import KernelExample, SkillSelector, SkillSummarizer
 from ..llm import LLMError
-from ..skills import Evidence, Skill, SkillLibrary, decide, recall
+from ..skills import Evidence, Skill, SkillLibrary, decide, recall, task_query
 from ..store import AttemptRow
 from .refine import converse
 from .strategy import Outcome, SkillScheme, TaskContext, run_parallel
@@ -30,10 +30,6 @@ class Verification:
     snapshot: int | None  # the snapshot that admitted it
 
 
-def task_query(ctx: TaskContext) -> str:
-    return f"{ctx.task.name} {ctx.task.meta.description} {' '.join(ctx.task.meta.tags)} {ctx.task.source}"
-
-
 def skill_schemes(ctx: TaskContext, skills: list[Skill], selector: SkillSelector) -> list[SkillScheme]:
     """Scheme 0 without skills, then one per selector call that picked something. Saved, so a
     resumed task shows its samples the same skills."""
@@ -41,7 +37,7 @@ def skill_schemes(ctx: TaskContext, skills: list[Skill], selector: SkillSelector
     saved = ctx.saved("schemes")
     if saved is None:
         options = ctx.config.skills
-        recalled = recall(skills, task_query(ctx), options.recall)
+        recalled = recall(skills, task_query(ctx.task), options.recall)
         saved = []
         for i in range(options.schemes if recalled else 0):
             try:

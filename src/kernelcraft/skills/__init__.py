@@ -6,9 +6,9 @@ from .admission import AdmissionPolicy, Decision, decide
 from .files import SEED_DIR, SkillFileError, parse_markdown, read_skill_file, seed_skills
 from .library import SkillError, SkillLibrary, SnapshotDiff
 from .model import Evidence, Skill
-from .retrieve import recall
+from .retrieve import recall, task_query
 
 __all__ = [
     "SEED_DIR", "AdmissionPolicy", "Decision", "Evidence", "Skill", "SkillError", "SkillFileError", "SkillLibrary",
-    "SnapshotDiff", "decide", "parse_markdown", "read_skill_file", "recall", "seed_skills",
+    "SnapshotDiff", "decide", "parse_markdown", "read_skill_file", "recall", "seed_skills", "task_query",
 ]

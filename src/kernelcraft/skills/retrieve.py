@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from ..tasks import Task
 from .model import Skill
 
 # Identifiers in task code carry the meaning (log_softmax, LayerNorm, conv2d): split them into words.
@@ -31,6 +32,11 @@ def _bm25s() -> ModuleType:
 
 def _words(text: str) -> str:
     return _CAMEL.sub(" ", text).replace("_", " ").replace(".", " ").lower()
+
+
+def task_query(task: Task) -> str:
+    """What BM25 matches skills against for a task: its name, description, tags and source."""
+    return f"{task.name} {task.meta.description} {' '.join(task.meta.tags)} {task.source}"
 
 
 def recall(skills: Sequence[Skill], query: str, k: int = 20) -> list[Skill]:

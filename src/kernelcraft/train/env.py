@@ -32,7 +32,7 @@ from ..judge import DeviceDescription, JudgeConfig, Verdict, describe_device, no
 from ..llm import Message
 from ..search import Exchange, trimmed_history
 from ..search.strategy import PARSE_FAILED
-from ..skills import Evidence, Skill, decide, recall
+from ..skills import Evidence, Skill, decide, recall, task_query
 from ..tasks import Task
 from .config import EnvConfig
 from .episode import Episode, Role, Step, Trajectory
@@ -116,11 +116,6 @@ class StepResult:
 
 def _chat(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
-
-
-def task_query(task: Task) -> str:
-    """What BM25 matches skills against (as search.skill_use.task_query does for a search)."""
-    return f"{task.name} {task.meta.description} {' '.join(task.meta.tags)} {task.source}"
 
 
 class KernelEnv:
