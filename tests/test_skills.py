@@ -134,7 +134,7 @@ def test_the_skill_path_end_to_end(tmp_path: Path, cache_dir: Path) -> None:
         # without the library, one turn each: no speedup
         p = kc(*base, *url, "--turns", "1", "--skills", "off", cwd=tmp_path, cache=cache_dir)
         assert p.returncode == 0, p.stderr
-        assert json.loads(p.stdout)["tasks"][0]["speedup"] < 1.0
+        assert json.loads(p.stdout)["tasks"][0]["speedup"] <= 1.0  # slower, or inside the noise band: no speedup
         # with it, the selector picks the skill for one scheme, and that sample is fast at once
         p = kc(*base, *url, "--turns", "1", "--skills", "on", "--no-learn", cwd=tmp_path, cache=cache_dir)
         assert p.returncode == 0, p.stderr
@@ -155,7 +155,7 @@ def test_the_skill_path_end_to_end(tmp_path: Path, cache_dir: Path) -> None:
     listed = json.loads(kc("skills", "list", "--json", cwd=tmp_path).stdout)
     admitted = {s["name"]: s for s in listed["skills"]}["single-pass-fused-loop"]
     ev = admitted["evidence"][0]
-    assert admitted["origin"] == "summarized" and ev["speedup_with"] > 1.2 and ev["speedup_without"] < 1.0
+    assert admitted["origin"] == "summarized" and ev["speedup_with"] > 1.2 and ev["speedup_without"] <= 1.0
     assert "unroll-by-hand" not in {s["name"] for s in listed["skills"]}
     html = Path(learned["report"]).read_text()
     assert "single-pass-fused-loop" in html and "unroll-by-hand" in html and "admitted" in html and "rejected" in html
