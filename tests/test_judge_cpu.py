@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kernelcraft.judge import STAGES, Job, Judge, LocalPool, Status, TaskRunError
 from kernelcraft.judge.sandbox import live_worker_pids
+from kernelcraft.judge.verdict import TimingStats
 from kernelcraft.tasks import resolve_task, task_from_source
 
 from .conftest import CANDIDATES, FAST
@@ -85,6 +88,33 @@ def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> No
         assert v.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] > 1e6
     finally:
         path.write_text(saved)
+
+
+class _QuietTrustedTime(Judge):
+    """A judge whose trusted reference time was taken on a quiet host: a quarter of what it measures."""
+
+    def reference_future(self, task):
+        measured, stale = super().reference_future(task), Future()
+
+        def swap(_: Future) -> None:
+            ref, quiet = measured.result(), Future()
+            ref.trusted_future.add_done_callback(
+                lambda t: quiet.set_result(TimingStats.of([s / 4 for s in t.result().samples_ms])))
+            stale.set_result(replace(ref, trusted_future=quiet))
+
+        measured.add_done_callback(swap)
+        return stale
+
+
+def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_dir: Path) -> None:
+    """A trusted time from a quieter moment (a busy CI host) must not turn an honest win into a hack:
+    the reference is timed alone again, the candidate's processes gone, before a reject."""
+    v = _QuietTrustedTime("cpu", cache_dir=cache_dir, config=FAST).evaluate(
+        resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    audit = v.stage("audit").details
+    assert audit["reference_vs_trusted"] > 2.0 and "slowed_reference" in {f.code for f in v.flags}
+    assert audit["reference_vs_trusted_now"] < 2.0
 
 
 def test_honest_triton_candidate_is_correct_but_slower(cpu_judge: Judge, small_task) -> None:

@@ -526,6 +526,12 @@ class Judge:
                              reference_vs_trusted=slowed, ceilings=ceilings)
         if slowed > cfg.slowed_reference_flag:
             v.flags.append(Flag("slowed_reference", f"the reference ran {slowed:.2f}x slower next to the candidate than alone"))
+        if slowed > cfg.slowed_reference_reject and v.speedup > 1.0 and v.significant:
+            # A reject must not rest on a trusted time from another moment: the candidate's processes
+            # are gone now, so a reference still slow alone means a busy host, not the candidate.
+            now = self.baseline(task, compiled=False)["reference"].median_ms
+            stage.details["reference_vs_trusted_now"] = v.reference.median_ms / now
+            slowed = min(slowed, v.reference.median_ms / now)
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
             self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
                                    f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")
