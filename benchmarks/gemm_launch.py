@@ -9,6 +9,8 @@ counted in full. This benchmark times, per shape and under that same clock:
   runner    the same compiled kernel launched through its cached low-level runner
   tma       a Triton TMA kernel, host descriptors built on every call
   tma_pre   the same, descriptors cached by (address, shape, strides)
+  tmpl      the template strategy's candidate (`gemm_templates.render`), Triton's runner
+  tmpl_cpp  the same candidate as judged: after a shape's first call, its kernels launched from C++
 
     python benchmarks/gemm_launch.py --shapes 64x64x64,256x256x256,1024x1024x1024
 """
@@ -16,7 +18,10 @@ counted in full. This benchmark times, per shape and under that same clock:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
+import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -25,6 +30,7 @@ import triton.language as tl
 
 from kernelcraft.judge import TimingConfig
 from kernelcraft.judge.timing import Clock
+from kernelcraft.search.gemm_templates import GemmConfig, render
 from kernelcraft.tasks.hgemm import parse_shapes
 
 
@@ -112,6 +118,28 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
             "tma_pre": lambda a, b: tma(a, b, cache=True)}
 
 
+def template_paths(workdir: Path) -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    """The template's candidates, one module per tile size and launch path (C++ launcher or not)."""
+    models: dict[Any, Any] = {}
+
+    def model(tiles: tuple[int, int, int], native: bool) -> Any:
+        if (tiles, native) not in models:
+            path = workdir / f"tmpl_{'_'.join(map(str, tiles))}_{int(native)}.py"
+            path.write_text(render(GemmConfig(*tiles, group_m=8, stages=3, warps=4)))
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            if not native:
+                module._NATIVE["module"] = None
+            models[tiles, native] = module.ModelNew()
+        return models[tiles, native]
+
+    def call(native: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        return lambda a, b: model(_tiles(a.shape[0], b.shape[1], a.shape[1]), native)(a, b)
+
+    return {"tmpl": call(False), "tmpl_cpp": call(True)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="64x64x64,256x256x256,512x512x512,1024x1024x1024,128x64x16384")
@@ -119,7 +147,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda")
     clock = Clock(dev, TimingConfig())
-    fns = paths()
+    fns = {**paths(), **template_paths(Path(tempfile.mkdtemp(prefix="gemm_launch_")))}
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     print("median us per call under the judge's clock (flush, sync, start, call, sync, end)")
     print(f"{'shape':>16} " + " ".join(f"{n:>9}" for n in fns))

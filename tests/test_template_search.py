@@ -17,6 +17,7 @@ from kernelcraft.search.gemm_templates import (VARIANTS, DeviceCaps, GemmConfig,
                                                supported_variants, triton_has_descriptors)
 from kernelcraft.tasks import Shape, hgemm_task
 
+from .conftest import evaluate_all
 from .fake_openai import FakeOpenAI
 from .scripted import fenced, role
 from .test_cli import FAST_TOML, kc, one_line_error
@@ -91,6 +92,24 @@ def test_every_variant_is_exact_on_a_ragged_shape_under_the_judge(cache_dir: Pat
         assert len(verdict.stage("correctness").details["binary_exact"]) == 1  # the 0/1 inputs were compared exactly
 
 
+@pytest.mark.gpu
+def test_on_cuda_every_variant_is_exact_and_later_calls_launch_from_cpp(gpu_pool: LocalPool) -> None:
+    """On a GPU the first call of a shape goes through Triton; the judge's later calls (the profiled one
+    among them) are one C++ call that launches the compiled kernels, with the output still inside the
+    judge's guard zone."""
+    task = hgemm_task(Shape(40, 48, 72))
+    results = evaluate_all(gpu_pool, [Job(task, render(c), tag=c.name, config=SCREEN) for c in KINDS])
+    for config, kernels in KINDS.items():
+        verdict = results[config.name].verdict
+        assert verdict is not None and verdict.correct, (config.name, verdict and verdict.message)
+        guards = verdict.stage("correctness").details["guard_zones"]["output"]
+        assert all(g["armed"] and g["output_in_slot"] and g["breached_bytes"] == 0 for g in guards), guards
+        coverage = verdict.stage("audit").details["coverage"]
+        if not config.variant.startswith("tma"):  # descriptors are built per call: those stay with Triton
+            assert set(coverage["calls"]) == {"ext:run"}, coverage["calls"]
+            assert set(coverage["custom_kernels"]) == kernels, coverage
+
+
 # -- the strategy -----------------------------------------------------------------------------
 def _rows(ws: Path, sql: str) -> list[dict[str, Any]]:
     with sqlite3.connect(ws / "kernelcraft.db") as c:
@@ -162,6 +181,28 @@ def test_start_best_shows_the_model_the_template_kernel_first(template_run: dict
     (task,) = json.loads(p.stdout)["tasks"]
     assert task["speedup"] == template_run["result"]["tasks"][0]["speedup"]
     assert len(_rows(ws, "SELECT id FROM verdicts")) == before  # the same kernel in the same context: not judged again
+
+
+def test_a_new_run_judges_what_earlier_runs_measured_fastest_first(template_run: dict[str, Any], cache_dir: Path) -> None:
+    cwd, ws = template_run["cwd"], template_run["cwd"] / "ws"
+    first = json.loads(template_run["stopped"].stdout)["run_id"]
+    (fine,) = [json.loads(r["meta_json"]) for r in _rows(ws, f"SELECT meta_json FROM attempts WHERE run_id = '{first}' AND turn = 1")]
+    before = len(_rows(ws, "SELECT id FROM verdicts"))
+    p = kc("optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "1", "--finalists", "1",
+           "--config", "fast.toml", "--json", cwd=cwd, cache=cache_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run_id = json.loads(p.stdout)["run_id"]
+    rows = _rows(ws, f"SELECT sample, turn, meta_json FROM attempts WHERE run_id = '{run_id}'")
+    # one configuration, the earlier run's finalist, judged once with the full recipe: no coarse stage
+    assert [(r["sample"], r["turn"]) for r in rows] == [(0, 1)]
+    assert json.loads(rows[0]["meta_json"])["config"] == fine["config"]
+    assert len(_rows(ws, "SELECT id FROM verdicts")) == before  # the same kernel in the same context
+
+
+def test_a_template_candidate_names_its_configuration() -> None:
+    for config in KINDS:
+        assert GemmConfig.of_source(render(config)) == config
+    assert GemmConfig.of_source("import torch\n") is None
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -5,9 +5,11 @@ shape on one device, best guess first; `render` writes one as a complete candida
 
 from __future__ import annotations
 
+import importlib.resources
 import importlib.util
 import itertools
 import math
+import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
@@ -29,6 +31,8 @@ BLOCKS_K = (32, 64, 128)
 STAGES = (2, 3, 4, 5)
 SPLITS = (2, 4, 8, 16)
 MAX_ACC_REGISTERS = 128  # fp32 accumulator values per thread beyond which registers spill
+_NAMED = re.compile(r"# kernelcraft template GEMM \((tma_persistent|tiled|persistent|tma)_(\d+)x(\d+)x(\d+)_g(\d+)_s(\d+)_w(\d+)"
+                    r"(?:_k(\d+))?\)")
 
 
 class TemplateError(ValueError):
@@ -66,6 +70,15 @@ class GemmConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def of_source(cls, source: str) -> "GemmConfig | None":
+        """The configuration a template candidate was rendered from (its first line names it), or None."""
+        m = _NAMED.match(source)
+        if m is None:
+            return None
+        bm, bn, bk, group, stages, warps, split = (int(g) if g else 1 for g in m.groups()[1:])
+        return cls(bm, bn, bk, group, stages, warps, split, m.group(1))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GemmConfig":
@@ -108,6 +121,11 @@ def supported_variants(caps: DeviceCaps) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1)
+def _launcher_cpp() -> str:
+    return importlib.resources.files("kernelcraft.search").joinpath("templates", "triton_launch.cpp").read_text()
+
+
+@lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     env = jinja2.Environment(loader=jinja2.PackageLoader("kernelcraft.search", "templates"),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
@@ -121,7 +139,7 @@ def render(config: GemmConfig) -> str:
     if tma and not triton_has_descriptors():
         raise TemplateError(f"variant {config.variant} needs triton.tools.tensor_descriptor, which the installed Triton lacks")
     return _template().render(c=config, name=config.name, summary=SUMMARIES[config.variant], tma=tma,
-                              persistent=config.variant.endswith("persistent"))
+                              persistent=config.variant.endswith("persistent"), launcher_cpp=_launcher_cpp())
 
 
 def _blocks(sizes: tuple[int, ...], dim: int, smallest: int) -> list[int]:

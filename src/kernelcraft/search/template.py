@@ -1,7 +1,9 @@
 """Strategy `template`: no language model. The Triton GEMM templates of `gemm_templates` are
 searched per shape with the judge as the scorer: a coarse stage judges the first `configs` of the
 shape's space with a short recipe (few seeds, short timing), a fine stage judges the `finalists`
-fastest again with the run's own recipe; the best fine verdict is the task's result. Its kernels
+fastest again with the run's own recipe; the best fine verdict is the task's result. Configurations
+that earlier runs found fast on the same task, device and recipe are judged first; with no more
+configurations than finalists there is no coarse stage. Its kernels
 are ordinary verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
 
 Attempts: sample = the configuration's index in the space, turn 0 coarse and 1 fine. The space is
@@ -38,6 +40,9 @@ class TemplateSearch:
     def run(self, ctx: TaskContext) -> None:
         options = ctx.config.template
         configs = self._configs(ctx)
+        if len(configs) <= options.finalists:  # every configuration is a finalist: nothing to screen
+            run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in range(len(configs))], "template")
+            return
         coarse = ctx.rejudged(options.coarse)
         screened = run_parallel([lambda i=i: self._judge(coarse, i, COARSE, configs[i]) for i in range(len(configs))],
                                 "template")
@@ -50,6 +55,9 @@ class TemplateSearch:
         saved = ctx.saved("configs")
         if saved is None:
             space = config_space(gemm_shape(ctx.task), DeviceCaps.of(ctx.device))
+            # What earlier runs measured on this task, device and recipe comes before any guess.
+            measured = [GemmConfig.of_source(source) for _, source, _ in ctx.store.correct_kernels(ctx.context)]
+            space = list(dict.fromkeys([c for c in measured if c in space] + space))
             saved = [c.to_dict() for c in space[:ctx.config.template.configs]]
             ctx.save("configs", saved)
         return [GemmConfig.from_dict(d) for d in saved]
