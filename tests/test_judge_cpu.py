@@ -91,7 +91,8 @@ def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> No
 
 
 class _QuietTrustedTime(Judge):
-    """A judge whose trusted reference time was taken on a quiet host: a quarter of what it measures."""
+    """A judge whose trusted reference time is a thousandth of what it measures: far below any time the
+    reference takes next to a candidate, however busy the host is when each is measured."""
 
     def reference_future(self, task):
         measured, stale = super().reference_future(task), Future()
@@ -99,7 +100,7 @@ class _QuietTrustedTime(Judge):
         def swap(_: Future) -> None:
             ref, quiet = measured.result(), Future()
             ref.trusted_future.add_done_callback(
-                lambda t: quiet.set_result(TimingStats.of([s / 4 for s in t.result().samples_ms])))
+                lambda t: quiet.set_result(TimingStats.of([s / 1000 for s in t.result().samples_ms])))
             stale.set_result(replace(ref, trusted_future=quiet))
 
         measured.add_done_callback(swap)
