@@ -18,16 +18,14 @@ counted in full. This benchmark times, per shape and under that same clock:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
-import tempfile
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 import triton
 import triton.language as tl
 
+from kernelbench_style import module_from_source  # a sibling script: benchmarks run as `python benchmarks/X.py`
 from kernelcraft.judge import TimingConfig
 from kernelcraft.judge.timing import Clock
 from kernelcraft.search.gemm_templates import GemmConfig, render
@@ -118,17 +116,14 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
             "tma_pre": lambda a, b: tma(a, b, cache=True)}
 
 
-def template_paths(workdir: Path) -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
     """The template's candidates, one module per tile size and launch path (C++ launcher or not)."""
     models: dict[Any, Any] = {}
 
     def model(tiles: tuple[int, int, int], native: bool) -> Any:
         if (tiles, native) not in models:
-            path = workdir / f"tmpl_{'_'.join(map(str, tiles))}_{int(native)}.py"
-            path.write_text(render(GemmConfig(*tiles, group_m=8, stages=3, warps=4)))
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            module = module_from_source(render(GemmConfig(*tiles, group_m=8, stages=3, warps=4)),
+                                        f"tmpl_{'_'.join(map(str, tiles))}_{int(native)}")
             if not native:
                 module._NATIVE["module"] = None
             models[tiles, native] = module.ModelNew()
@@ -147,7 +142,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device("cuda")
     clock = Clock(dev, TimingConfig())
-    fns = {**paths(), **template_paths(Path(tempfile.mkdtemp(prefix="gemm_launch_")))}
+    fns = {**paths(), **template_paths()}
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
     print("median us per call under the judge's clock (flush, sync, start, call, sync, end)")
     print(f"{'shape':>16} " + " ".join(f"{n:>9}" for n in fns))

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 
-def _module(source: str, name: str) -> types.ModuleType:
+def module_from_source(source: str, name: str) -> types.ModuleType:
     """Import source from a real file, as KernelBench does (Triton needs the file for @jit)."""
     path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(source)
@@ -31,13 +31,13 @@ def _module(source: str, name: str) -> types.ModuleType:
 
 def run_one(task_source: str, sizes: dict, candidate_source: str, idx: int) -> dict:
     t0 = time.perf_counter()
-    task = _module(task_source, f"task{idx}")
+    task = module_from_source(task_source, f"task{idx}")
     for k, v in sizes.items():
         setattr(task, k, v)
     init = task.get_init_inputs()
     torch.manual_seed(42)
     ref = task.Model(*init).cuda()
-    cand_mod = _module(candidate_source, f"cand{idx}")
+    cand_mod = module_from_source(candidate_source, f"cand{idx}")
     build_s = time.perf_counter() - t0
     torch.manual_seed(42)
     new = cand_mod.ModelNew(*init).cuda()

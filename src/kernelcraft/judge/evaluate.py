@@ -515,27 +515,32 @@ class Judge:
             ceilings = self.ceilings(refresh=True)  # a reject must not rest on one low measurement
         bytes_floor_ms = ref.bytes / ceilings["bandwidth_bytes_per_s"] * 1e3
         flop_floor_ms = ref.flops / ceilings["max_flops"] * 1e3
+        # The reference timed alone now, once the candidate's processes are gone: taken only when a
+        # verdict rests on it, and then shared by both checks below.
+        alone_now = None
         if v.speedup > cfg.timing.remeasure_above:
             # A large win is checked against a fresh trusted time too: a trusted time inflated by
             # a busy machine would otherwise hide a slowed reference.
-            again = self.baseline(task, compiled=False)
-            if again["reference"].median_ms < v.trusted_reference.median_ms:
-                v.trusted_reference = again["reference"]
+            alone_now = self.baseline(task, compiled=False)["reference"]
+            if alone_now.median_ms < v.trusted_reference.median_ms:
+                v.trusted_reference = alone_now
         slowed = v.reference.median_ms / v.trusted_reference.median_ms if v.trusted_reference.median_ms > 0 else 1.0
         stage.details.update(bytes=ref.bytes, flops=ref.flops, bytes_floor_ms=bytes_floor_ms, flop_floor_ms=flop_floor_ms,
                              reference_vs_trusted=slowed, ceilings=ceilings)
         if slowed > cfg.slowed_reference_flag:
             v.flags.append(Flag("slowed_reference", f"the reference ran {slowed:.2f}x slower next to the candidate than alone"))
-        if slowed > cfg.slowed_reference_reject and v.speedup > 1.0 and v.significant:
-            # A reject must not rest on a trusted time from another moment: the candidate's processes
-            # are gone now, so a reference still slow alone means a busy host, not the candidate.
-            now = self.baseline(task, compiled=False)["reference"].median_ms
-            stage.details["reference_vs_trusted_now"] = v.reference.median_ms / now
-            slowed = min(slowed, v.reference.median_ms / now)
+        win = v.speedup > 1.0 and v.significant
+        if slowed > cfg.slowed_reference_reject and win:
+            # A reject must not rest on a trusted time from another moment: a reference still slow
+            # alone now means a busy host, not the candidate.
+            if alone_now is None:
+                alone_now = self.baseline(task, compiled=False)["reference"]
+            stage.details["reference_vs_trusted_now"] = v.reference.median_ms / alone_now.median_ms
+            slowed = min(slowed, stage.details["reference_vs_trusted_now"])
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
             self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
                                    f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")
-        elif slowed > cfg.slowed_reference_reject and v.speedup > 1.0 and v.significant:
+        elif slowed > cfg.slowed_reference_reject and win:
             # A win that exists only because the reference ran slower next to the candidate. A speedup
             # inside the noise band claims no win: there, a slow reference is noise (a few samples, a busy
             # host), and the flag above says so.
