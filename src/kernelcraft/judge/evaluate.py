@@ -150,14 +150,15 @@ class Judge:
             "task_source": task.source if task else None, "sizes": task.sizes_for(self.device) if task else {},
         }, timeout=config.timeouts.setup)
 
-    def _device(self) -> AbstractContextManager[None]:
-        """The device lock, held only while timing."""
-        return device_lock(self.cache_dir, self.device, self.device_index)
+    def _device(self, shared: bool = False) -> AbstractContextManager[None]:
+        """The device lock: exclusive while timing and profiling, `shared` for the judge's other work on
+        the device, which must not run next to a measurement."""
+        return device_lock(self.cache_dir, self.device, self.device_index, shared=shared)
 
     def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], timed_ops: set[str] = frozenset(),
                       on_answer: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Run ops in a trusted worker; a failure is the task's fault and raises TaskRunError.
-        `timed_ops` hold the device lock; `on_answer` hears each answer as it comes."""
+        `timed_ops` hold the device lock, the others share it; `on_answer` hears each answer as it comes."""
         cfg = self.config
         answers = []
         where = task.key if task else self.device
@@ -169,11 +170,9 @@ class Judge:
                 env = a.get("env", {})
                 for op in ops:
                     op = {**op, "out_dir": str(w.scratch)}
-                    if op["op"] in timed_ops:
-                        with self._device():
-                            a = w.call(op, timeout=cfg.timeouts.timing)
-                    else:
-                        a = w.call(op, timeout=cfg.timeouts.correctness)
+                    timed = op["op"] in timed_ops
+                    with self._device(shared=not timed):
+                        a = w.call(op, timeout=cfg.timeouts.timing if timed else cfg.timeouts.correctness)
                     if not a["ok"]:
                         raise TaskRunError(f"{where}: {a['message']}")
                     if op["op"] == "reference":
@@ -383,40 +382,41 @@ class Judge:
         first_out = next((t for t in ref.outputs[0] if hasattr(t, "numel")), None) if ref.outputs else None
         guard_bytes = (first_out.numel() * first_out.element_size() if first_out is not None else 0) \
             if "guard_zones" in task.meta.checks else None
-        a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
-                                             "poison_bytes": 2 * ref.output_bytes + (64 << 20),
-                                             "binary": [{"seed": b["seed"], "p": b["p"]} for b in ref.binary[:cfg.binary_seeds]],
-                                             "guard_output_bytes": guard_bytes},
-                       timeouts.correctness, Status.RUNTIME_ERROR)
-        stage = v.stages[-1]
-        atol, rtol = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
-        worst: dict[str, float] = {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0}
-        for i, out in enumerate(a["outputs"]):
-            for j, m in enumerate(out["meta"]):
-                if m.get("type", "").endswith("Tensor") or "shape" in m:
-                    if not m["exact_tensor"]:
-                        stage.ok = False
-                        raise _Failed(Status.HACK_DETECTED, f"output {j} is a {m['type']}, not a plain torch.Tensor (lazy or proxy result)")
-                    if m["device"].split(":")[0] != self.device:
-                        stage.ok = False
-                        raise _Failed(Status.INCORRECT, f"output {j} is on {m['device']}, expected {self.device}")
-            _check_inputs_kept(out, ref, stage, f"seed {i}")
-            if out["aliases_input"] and not ref.aliases_input:
-                stage.ok = False
-                raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
-            got = torch.load(w.scratch / f"cand_{i}.pt", weights_only=True, mmap=True)
-            m = compare_outputs(got, ref.outputs[i], atol, rtol, self._compare_device)
-            del got
-            if not m.ok:
-                stage.ok = False
-                stage.details = m.to_dict()
-                raise _Failed(Status.INCORRECT, f"seed {i + 1}/{len(self.seeds)}: {m.describe()} (atol={atol:g}, rtol={rtol:g})")
-            worst = {k: max(worst[k], getattr(m, k)) for k in worst}
-        v.errors = worst
-        stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst,
-                         "native_thread_growth": a.get("native_thread_growth", 0)}
-        if a["binary"]:
-            stage.details["binary_exact"] = self._check_binary(w, a["binary"], ref, stage)
+        with self._device(shared=True):  # the outputs are compared on the device too
+            a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
+                                                 "poison_bytes": 2 * ref.output_bytes + (64 << 20),
+                                                 "binary": [{"seed": b["seed"], "p": b["p"]} for b in ref.binary[:cfg.binary_seeds]],
+                                                 "guard_output_bytes": guard_bytes},
+                           timeouts.correctness, Status.RUNTIME_ERROR)
+            stage = v.stages[-1]
+            atol, rtol = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
+            worst: dict[str, float] = {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0}
+            for i, out in enumerate(a["outputs"]):
+                for j, m in enumerate(out["meta"]):
+                    if m.get("type", "").endswith("Tensor") or "shape" in m:
+                        if not m["exact_tensor"]:
+                            stage.ok = False
+                            raise _Failed(Status.HACK_DETECTED, f"output {j} is a {m['type']}, not a plain torch.Tensor (lazy or proxy result)")
+                        if m["device"].split(":")[0] != self.device:
+                            stage.ok = False
+                            raise _Failed(Status.INCORRECT, f"output {j} is on {m['device']}, expected {self.device}")
+                _check_inputs_kept(out, ref, stage, f"seed {i}")
+                if out["aliases_input"] and not ref.aliases_input:
+                    stage.ok = False
+                    raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
+                got = torch.load(w.scratch / f"cand_{i}.pt", weights_only=True, mmap=True)
+                m = compare_outputs(got, ref.outputs[i], atol, rtol, self._compare_device)
+                del got
+                if not m.ok:
+                    stage.ok = False
+                    stage.details = m.to_dict()
+                    raise _Failed(Status.INCORRECT, f"seed {i + 1}/{len(self.seeds)}: {m.describe()} (atol={atol:g}, rtol={rtol:g})")
+                worst = {k: max(worst[k], getattr(m, k)) for k in worst}
+            v.errors = worst
+            stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst,
+                             "native_thread_growth": a.get("native_thread_growth", 0)}
+            if a["binary"]:
+                stage.details["binary_exact"] = self._check_binary(w, a["binary"], ref, stage)
         if guard_bytes is not None:
             stage.details["guard_zones"] = {"output": a["guards"]}
         if a.get("native_thread_growth", 0) > 0:
@@ -424,8 +424,9 @@ class Judge:
 
         check_sizes = task.meta.sizes.get("check")
         if cfg.second_shape and check_sizes:
-            a = self._step(w, v, "correctness", {"op": "second_shape", "sizes": check_sizes, "seed": self.seeds[-1]},
-                           timeouts.correctness, Status.RUNTIME_ERROR)
+            with self._device(shared=True):
+                a = self._step(w, v, "correctness", {"op": "second_shape", "sizes": check_sizes, "seed": self.seeds[-1]},
+                               timeouts.correctness, Status.RUNTIME_ERROR)
             v.stages.pop()
             stage.details["second_shape"] = {"sizes": check_sizes, "match": a["match"], "message": a["message"]}
             if a["match"] is False:
@@ -451,7 +452,8 @@ class Judge:
         if v.coverage < cfg.coverage_flag_below:
             v.flags.append(Flag("low_coverage", f"only {v.coverage:.0%} of the time is spent in the candidate's own kernels"))
         # timing: ABAB against the reference in the candidate's process, device lock held
-        self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR)
+        with self._device(shared=True):
+            self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR)
         prepare_s = v.stages.pop().seconds
         cmd = {"op": "time", "seeds": self.timing_seeds}
         waited = time.perf_counter()
