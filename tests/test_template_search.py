@@ -14,7 +14,7 @@ import pytest
 
 from kernelcraft.judge import Job, JudgeConfig, LocalPool, check_source
 from kernelcraft.search.gemm_templates import (VARIANTS, DeviceCaps, GemmConfig, TemplateError, config_space, render,
-                                               supported_variants, triton_has_descriptors)
+                                               shared_memory, supported_variants, triton_has_descriptors)
 from kernelcraft.tasks import Shape, hgemm_task
 
 from .conftest import evaluate_all
@@ -66,7 +66,12 @@ def test_the_space_is_pruned_per_shape_and_ordered_by_the_prior() -> None:
     assert {c.variant for c in big} == set(supported_variants(H100))
     first = big[0]
     assert (first.block_m, first.block_n, first.block_k) in ((128, 256, 64), (256, 128, 64))
-    assert all((c.stages * (c.block_m + c.block_n) * c.block_k + c.block_m * c.block_n) * 2 <= H100.smem_bytes for c in big)
+    assert all(shared_memory(c) <= H100.smem_bytes for c in big)
+    # 128x256x64 in four stages: 192 KB of pipeline whose buffers take the output tile after the K loop,
+    # except in a persistent kernel, which loads the next tile while it stores this one
+    four = {c.variant for c in big if (c.block_m, c.block_n, c.block_k, c.stages) == (128, 256, 64, 4)}
+    assert four == set(supported_variants(H100)) - {"persistent", "tma_persistent"}
+    assert shared_memory(GemmConfig(128, 256, 64, stages=4, variant="persistent")) > H100.smem_bytes
     # the first few cover several output tiles and variants, not one tile's stage and warp variations
     assert len({(c.variant, c.block_m, c.block_n) for c in big[:12]}) == 12
 
@@ -197,6 +202,23 @@ def test_a_new_run_judges_what_earlier_runs_measured_fastest_first(template_run:
     assert [(r["sample"], r["turn"]) for r in rows] == [(0, 1)]
     assert json.loads(rows[0]["meta_json"])["config"] == fine["config"]
     assert len(_rows(ws, "SELECT id FROM verdicts")) == before  # the same kernel in the same context
+
+
+def test_a_new_run_goes_on_to_configurations_no_run_has_judged(template_run: dict[str, Any], cache_dir: Path) -> None:
+    cwd, ws = template_run["cwd"], template_run["cwd"] / "ws"
+    first = json.loads(template_run["stopped"].stdout)["run_id"]
+    (fine,) = [json.loads(r["meta_json"]) for r in _rows(ws, f"SELECT meta_json FROM attempts WHERE run_id = '{first}' AND turn = 1")]
+    metas = [json.loads(r["meta_json"]) for r in _rows(ws, "SELECT meta_json FROM attempts")]
+    judged_before = {json.dumps(m["config"], sort_keys=True) for m in metas if "config" in m}  # the template's attempts
+    p = kc("optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "2", "--finalists", "1",
+           "--config", "fast.toml", "--json", cwd=cwd, cache=cache_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run_id = json.loads(p.stdout)["run_id"]
+    coarse = {r["sample"]: json.loads(r["meta_json"])["config"]
+              for r in _rows(ws, f"SELECT sample, meta_json FROM attempts WHERE run_id = '{run_id}' AND turn = 0")}
+    # the earlier finalist first, then a configuration that neither stage of any earlier run judged
+    assert coarse[0] == fine["config"] and set(coarse) == {0, 1}
+    assert json.dumps(coarse[1], sort_keys=True) not in judged_before
 
 
 def test_a_template_candidate_names_its_configuration() -> None:

@@ -31,6 +31,10 @@ BLOCKS_K = (32, 64, 128)
 STAGES = (2, 3, 4, 5)
 SPLITS = (2, 4, 8, 16)
 MAX_ACC_REGISTERS = 128  # fp32 accumulator values per thread beyond which registers spill
+STRONG = 0.8  # configurations whose prior is at least this share of the best one's are ordered first
+# Flops per byte moved above which an fp16 GEMM is compute-bound on Hopper (about 990 TFLOP/s of
+# dense fp16 over 3.35 to 4.8 TB/s of memory bandwidth).
+RIDGE = 256
 _NAMED = re.compile(r"# kernelcraft template GEMM \((tma_persistent|tiled|persistent|tma)_(\d+)x(\d+)x(\d+)_g(\d+)_s(\d+)_w(\d+)"
                     r"(?:_k(\d+))?\)")
 
@@ -147,12 +151,20 @@ def _blocks(sizes: tuple[int, ...], dim: int, smallest: int) -> list[int]:
     return [b for b in sizes if b <= max(smallest, 1 << max(0, dim - 1).bit_length())]
 
 
+def shared_memory(c: GemmConfig) -> int:
+    """Bytes of shared memory `c` needs: the pipeline's buffers (fp16 tiles of A and B per stage) and the
+    output tile on its way out. Triton gives buffers whose lifetimes do not overlap the same memory: a
+    program that ends its K loop before its store reuses the pipeline's buffers for the output tile; a
+    persistent program's flattened loop loads the next tile while it stores this one, so it needs both."""
+    pipeline = c.stages * (c.block_m * c.block_k + c.block_k * c.block_n) * 2
+    output = c.block_m * c.block_n * 2
+    return pipeline + output if c.variant.endswith("persistent") else max(pipeline, output)
+
+
 def _fits(c: GemmConfig, caps: DeviceCaps) -> bool:
-    """Pipeline buffers (fp16 tiles of A and B per stage) and the output tile on its way out in shared
-    memory; the accumulator in registers."""
-    smem = (c.stages * (c.block_m * c.block_k + c.block_k * c.block_n) + c.block_m * c.block_n) * 2
+    """The buffers in shared memory; the accumulator in registers."""
     acc = c.block_m * c.block_n // (c.warps * 32)
-    return (caps.smem_bytes == 0 or smem <= caps.smem_bytes) and acc <= MAX_ACC_REGISTERS
+    return (caps.smem_bytes == 0 or shared_memory(c) <= caps.smem_bytes) and acc <= MAX_ACC_REGISTERS
 
 
 def _warps(block_m: int, block_n: int) -> tuple[int, ...]:
@@ -162,16 +174,20 @@ def _warps(block_m: int, block_n: int) -> tuple[int, ...]:
 
 def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     """A guess at how fast `c` runs on `shape`, for ordering only (the judge decides): little work on
-    padding, tiles that reuse what they load, programs that fill every SM in whole waves."""
+    padding, tiles that reuse what they load (where the GEMM is compute-bound), programs that fill
+    every SM in whole waves, pipelines as deep as the K loop needs."""
     m, n, k = shape.m, shape.n, shape.k
     tiles_m, tiles_n = math.ceil(m / c.block_m), math.ceil(n / c.block_n)
     padding = (m * n) / (tiles_m * c.block_m * tiles_n * c.block_n)
     k_step = c.block_k * c.split_k
     k_padding = k / (math.ceil(k / k_step) * k_step)
     reuse = math.sqrt(min(1.0, (c.block_m * c.block_n / (c.block_m + c.block_n)) / (128 * 256 / 384)))
+    if caps.kind == "cuda":  # reuse saves memory traffic, which matters as much as the GEMM is compute-bound
+        reuse **= min(1.0, m * n * k / (m * k + k * n + m * n) / RIDGE)
     programs = tiles_m * tiles_n * c.split_k
     waves = programs / (math.ceil(programs / caps.sms) * caps.sms)
-    stages = 1.0 if c.stages in (3, 4) else 0.9
+    # A pipeline deeper than the K loop is shared memory that keeps other programs off the SM.
+    stages = 1.0 if c.stages in ((2,) if math.ceil(k / k_step) <= 2 else (3, 4)) else 0.9
     block_k = 1.0 if c.block_k == 64 else 0.85
     group = 1.0 if c.group_m > 1 else 0.97  # with several waves, grouped tiles share panels in L2
     split = 0.85 if c.split_k > 1 else 1.0  # the workspace round trip and the second launch
@@ -195,7 +211,8 @@ def config_space(shape: Shape, caps: DeviceCaps) -> list[GemmConfig]:
     registers, descriptor variants only where rows are 16-byte aligned (N and K multiples of 8),
     persistence only when there is more than one wave of tiles, grouping only when there are
     several rows of tiles. The order puts the best guess for each output tile and variant first, so
-    a short prefix already covers the families."""
+    a short prefix already covers the families; families whose best guess is well behind the best
+    one come after every configuration of those that are not."""
     variants = [v for v in supported_variants(caps) if not (v.startswith("tma") and (shape.n % 8 or shape.k % 8))]
     found: list[GemmConfig] = []
     for bm, bn, bk, variant in itertools.product(_blocks(BLOCKS_MN, shape.m, 16), _blocks(BLOCKS_MN, shape.n, 16),
@@ -211,7 +228,12 @@ def config_space(shape: Shape, caps: DeviceCaps) -> list[GemmConfig]:
             config = GemmConfig(bm, bn, bk, group, stage, warps, split, variant)
             if _fits(config, caps):
                 found.append(config)
-    return _families_first(sorted(found, key=lambda c: -prior(c, shape, caps)))
+    scored = sorted(((prior(c, shape, caps), c) for c in found), key=lambda p: -p[0])
+    # Families whose best guess is far behind the leaders are not worth a place before the leaders'
+    # other stages, warps and groupings.
+    strong = sum(1 for score, _ in scored if score >= STRONG * scored[0][0]) if scored else 0
+    ranked = [c for _, c in scored]
+    return _families_first(ranked[:strong]) + _families_first(ranked[strong:])
 
 
 def _families_first(ranked: list[GemmConfig]) -> list[GemmConfig]:

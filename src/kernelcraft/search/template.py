@@ -1,9 +1,10 @@
 """Strategy `template`: no language model. The Triton GEMM templates of `gemm_templates` are
 searched per shape with the judge as the scorer: a coarse stage judges the first `configs` of the
 shape's space with a short recipe (few seeds, short timing), a fine stage judges the `finalists`
-fastest again with the run's own recipe; the best fine verdict is the task's result. Configurations
-that earlier runs found fast on the same task, device and recipe are judged first; with no more
-configurations than finalists there is no coarse stage. Its kernels
+fastest again with the run's own recipe; the best fine verdict is the task's result. The
+configurations that earlier runs found fastest on the same task, device and recipe (as many as
+there are finalists) are judged first, then ones no run has judged; with no more configurations
+than finalists there is no coarse stage. Its kernels
 are ordinary verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
 
 Attempts: sample = the configuration's index in the space, turn 0 coarse and 1 fine. The space is
@@ -12,6 +13,7 @@ what it had recorded."""
 
 from __future__ import annotations
 
+from ..judge import normalized_hash
 from ..tasks import Shape, Task, shape_of
 from .errors import TaskFailed
 from .gemm_templates import DeviceCaps, GemmConfig, config_space, render
@@ -54,11 +56,22 @@ class TemplateSearch:
         """The configurations this task's search judges: saved the first time, read back on resume."""
         saved = ctx.saved("configs")
         if saved is None:
+            options = ctx.config.template
             space = config_space(gemm_shape(ctx.task), DeviceCaps.of(ctx.device))
-            # What earlier runs measured on this task, device and recipe comes before any guess.
+            # The fastest that earlier runs measured on this task, device and recipe come first, then
+            # what no run has judged yet: each run goes further down the space instead of judging
+            # again what is known (a verdict reused costs nothing, but it takes a place).
             measured = [GemmConfig.of_source(source) for _, source, _ in ctx.store.correct_kernels(ctx.context)]
-            space = list(dict.fromkeys([c for c in measured if c in space] + space))
-            saved = [c.to_dict() for c in space[:ctx.config.template.configs]]
+            best = list(dict.fromkeys(c for c in measured if c in space))[:options.finalists]
+            judged = ctx.store.judged_norm_hashes(ctx.context) | ctx.store.judged_norm_hashes(
+                ctx.rejudged(options.coarse).context)
+            picked = best[:options.configs]
+            for c in space:
+                if len(picked) >= options.configs:
+                    break
+                if c not in picked and normalized_hash(render(c)) not in judged:
+                    picked.append(c)
+            saved = [c.to_dict() for c in picked]
             ctx.save("configs", saved)
         return [GemmConfig.from_dict(d) for d in saved]
 

@@ -310,6 +310,13 @@ class Store(SkillTables):
                            "ORDER BY v.effective_speedup DESC LIMIT ?", (context_hash, limit))
         return [(int(r[0]), r[1], float(r[2])) for r in rows]
 
+    def judged_norm_hashes(self, context_hash: str) -> set[str]:
+        """The normalized hashes of every candidate judged in this context by any run (those a new
+        judgment would reuse: timeouts are left out, as in `reusable_verdict`)."""
+        rows = self._query("SELECT DISTINCT c.norm_hash FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
+                           "WHERE v.context_hash=? AND v.status != 'timeout' AND c.norm_hash != ''", (context_hash,))
+        return {r[0] for r in rows}
+
     def reusable_verdict(self, context_hash: str, norm_hash: str) -> int | None:
         """The latest verdict of a candidate with the same normalized source in the same context, if any.
         Timeouts are not reused: they can come from a busy machine rather than the code."""
