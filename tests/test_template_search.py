@@ -188,10 +188,17 @@ def test_start_best_shows_the_model_the_template_kernel_first(template_run: dict
     assert len(_rows(ws, "SELECT id FROM verdicts")) == before  # the same kernel in the same context: not judged again
 
 
+def _first_finalist(template_run: dict[str, Any]) -> dict[str, Any]:
+    """The meta of the fixture's run's one fine-stage attempt."""
+    first = json.loads(template_run["stopped"].stdout)["run_id"]
+    (fine,) = [json.loads(r["meta_json"]) for r in _rows(template_run["cwd"] / "ws",
+                                                         f"SELECT meta_json FROM attempts WHERE run_id = '{first}' AND turn = 1")]
+    return fine
+
+
 def test_a_new_run_judges_what_earlier_runs_measured_fastest_first(template_run: dict[str, Any], cache_dir: Path) -> None:
     cwd, ws = template_run["cwd"], template_run["cwd"] / "ws"
-    first = json.loads(template_run["stopped"].stdout)["run_id"]
-    (fine,) = [json.loads(r["meta_json"]) for r in _rows(ws, f"SELECT meta_json FROM attempts WHERE run_id = '{first}' AND turn = 1")]
+    fine = _first_finalist(template_run)
     before = len(_rows(ws, "SELECT id FROM verdicts"))
     p = kc("optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "1", "--finalists", "1",
            "--config", "fast.toml", "--json", cwd=cwd, cache=cache_dir)
@@ -206,8 +213,7 @@ def test_a_new_run_judges_what_earlier_runs_measured_fastest_first(template_run:
 
 def test_a_new_run_goes_on_to_configurations_no_run_has_judged(template_run: dict[str, Any], cache_dir: Path) -> None:
     cwd, ws = template_run["cwd"], template_run["cwd"] / "ws"
-    first = json.loads(template_run["stopped"].stdout)["run_id"]
-    (fine,) = [json.loads(r["meta_json"]) for r in _rows(ws, f"SELECT meta_json FROM attempts WHERE run_id = '{first}' AND turn = 1")]
+    fine = _first_finalist(template_run)
     metas = [json.loads(r["meta_json"]) for r in _rows(ws, "SELECT meta_json FROM attempts")]
     judged_before = {json.dumps(m["config"], sort_keys=True) for m in metas if "config" in m}  # the template's attempts
     p = kc("optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "2", "--finalists", "1",

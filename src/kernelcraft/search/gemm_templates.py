@@ -180,14 +180,15 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     tiles_m, tiles_n = math.ceil(m / c.block_m), math.ceil(n / c.block_n)
     padding = (m * n) / (tiles_m * c.block_m * tiles_n * c.block_n)
     k_step = c.block_k * c.split_k
-    k_padding = k / (math.ceil(k / k_step) * k_step)
+    k_steps = math.ceil(k / k_step)
+    k_padding = k / (k_steps * k_step)
     reuse = math.sqrt(min(1.0, (c.block_m * c.block_n / (c.block_m + c.block_n)) / (128 * 256 / 384)))
     if caps.kind == "cuda":  # reuse saves memory traffic, which matters as much as the GEMM is compute-bound
         reuse **= min(1.0, m * n * k / (m * k + k * n + m * n) / RIDGE)
     programs = tiles_m * tiles_n * c.split_k
     waves = programs / (math.ceil(programs / caps.sms) * caps.sms)
     # A pipeline deeper than the K loop is shared memory that keeps other programs off the SM.
-    stages = 1.0 if c.stages in ((2,) if math.ceil(k / k_step) <= 2 else (3, 4)) else 0.9
+    stages = 1.0 if c.stages in ((2,) if k_steps <= 2 else (3, 4)) else 0.9
     block_k = 1.0 if c.block_k == 64 else 0.85
     group = 1.0 if c.group_m > 1 else 0.97  # with several waves, grouped tiles share panels in L2
     split = 0.85 if c.split_k > 1 else 1.0  # the workspace round trip and the second launch

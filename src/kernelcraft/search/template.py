@@ -41,19 +41,20 @@ def not_a_gemm(task: Task) -> str | None:
 class TemplateSearch:
     def run(self, ctx: TaskContext) -> None:
         options = ctx.config.template
-        configs = self._configs(ctx)
+        coarse = ctx.rejudged(options.coarse)
+        configs = self._configs(ctx, coarse)
         if len(configs) <= options.finalists:  # every configuration is a finalist: nothing to screen
             run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in range(len(configs))], "template")
             return
-        coarse = ctx.rejudged(options.coarse)
         screened = run_parallel([lambda i=i: self._judge(coarse, i, COARSE, configs[i]) for i in range(len(configs))],
                                 "template")
         correct = sorted((i for i, o in enumerate(screened) if o.correct), key=lambda i: -(screened[i].speedup or 0.0))
         run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in correct[:options.finalists]], "template")
 
     @staticmethod
-    def _configs(ctx: TaskContext) -> list[GemmConfig]:
-        """The configurations this task's search judges: saved the first time, read back on resume."""
+    def _configs(ctx: TaskContext, coarse: TaskContext) -> list[GemmConfig]:
+        """The configurations this task's search judges (`coarse`: the task as its coarse stage judges
+        it): saved the first time, read back on resume."""
         saved = ctx.saved("configs")
         if saved is None:
             options = ctx.config.template
@@ -63,8 +64,7 @@ class TemplateSearch:
             # again what is known (a verdict reused costs nothing, but it takes a place).
             measured = [GemmConfig.of_source(source) for _, source, _ in ctx.store.correct_kernels(ctx.context)]
             best = list(dict.fromkeys(c for c in measured if c in space))[:options.finalists]
-            judged = ctx.store.judged_norm_hashes(ctx.context) | ctx.store.judged_norm_hashes(
-                ctx.rejudged(options.coarse).context)
+            judged = ctx.store.judged_norm_hashes(ctx.context) | ctx.store.judged_norm_hashes(coarse.context)
             picked = best[:options.configs]
             for c in space:
                 if len(picked) >= options.configs:
