@@ -8,7 +8,8 @@ search run is continued with `--resume` until every shape is done.
 
 Prints one row per shape, then for each comparison (vs torch.matmul and vs TunableOp, offline and
 server) the geometric mean, the median, the win rate (significant wins: outside the noise band)
-and the worst shape; and the number of candidates that failed a check (0/1 exact, guard zones).
+and the worst shape; and the number of candidates that failed a check (0/1 exact, guard zones,
+random inputs), with the count of every other status (a hack_detected is an audit's reject).
 Speedups vs TunableOp are the kernel's speedup vs torch.matmul (measured interleaved with it in
 the judge) times TunableOp's time over torch.matmul's (both from one trusted baseline run).
 """
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,6 +38,7 @@ from kernelcraft.tasks import hgemm_tasks, parse_shapes  # noqa: E402
 
 SCENARIOS = ("offline", "server")
 JUDGE_TOML = "[timing]\nserver = true\n"
+STOP_GRACE_S = 30.0  # how long a slice's search may overrun its budget before it is stopped
 
 
 @dataclass
@@ -89,16 +92,26 @@ def search(args: argparse.Namespace, wall_s: float, device_name: str) -> subproc
         select = ["--shapes", args.shapes] if args.shapes else ["--sample", str(args.sample)]
         cmd = ["optimize", "hgemm", *select, "--strategy", "template", "--device", args.device,
                "--configs", str(args.configs), "--finalists", str(args.finalists), "--config", str(toml), *common]
-    return subprocess.run([sys.executable, "-m", "kernelcraft.cli", *cmd], capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", *cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=wall_s + STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        # The budget stops new judge calls, not those under way (a large shape's can take minutes): a
+        # slice must end in time for its workspace to come back, and SIGTERM ends a run as Ctrl-C does.
+        proc.terminate()
+        stdout, stderr = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow], int]:
+def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow], Counter]:
     """Per shape, the best kernel of the fine stage (precise timing) with its ratios; and how many
-    candidates failed a correctness check."""
-    rows, failed = [], 0
+    verdicts of each status other than correct (incorrect: a check failed; hack_detected: an audit
+    rejected a measurement)."""
+    rows, other = [], Counter()
     for rt in store.run_tasks(run_id):
         attempts = store.attempts(run_id, rt.task_key)
-        failed += sum(1 for a in attempts if a.status in ("incorrect", "hack_detected"))
+        other.update(a.status for a in attempts if a.status != "correct")
         fine = [a for a in attempts if a.status == "correct" and a.meta.get("stage") == "fine"
                 and store.verdict(a.verdict_id).env.get("device_name") == device_name]  # one device's numbers only
         best = max(fine, key=lambda a: a.speedup or 0.0, default=None)
@@ -117,7 +130,7 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
                 if eager and tuned and base:
                     setattr(row, attr, base * tuned.median_ms / eager.median_ms)
         rows.append(row)
-    return rows, failed
+    return rows, other
 
 
 def summary(rows: list[ShapeRow]) -> list[dict]:
@@ -168,6 +181,11 @@ def main() -> None:
         timed = record_baselines(store, judge, tasks, device_name, start + args.budget_wall_s * args.baseline_share)
         print(f"baselines timed this slice: {timed} (shape, scenario) pairs", flush=True)
     p = search(args, max(30.0, args.budget_wall_s - (time.monotonic() - start)), device_name)
+    if p.returncode == 130:  # stopped at the slice's hard limit: its verdicts are in the store
+        with Store(args.workspace) as store:
+            run_id = template_runs(store, device_name)[-1].id
+        print_report(args, run_id, "the slice's time limit", device_name)
+        return
     if p.returncode not in (0, 3):
         raise SystemExit(f"the template search failed ({p.returncode}): {p.stderr.strip()[-1500:]}")
     result = json.loads(p.stdout)
@@ -177,10 +195,11 @@ def main() -> None:
 def print_report(args: argparse.Namespace, run_id: str, stopped: str | None, device_name: str) -> None:
     result = {"run_id": run_id, "stopped": stopped}
     with Store(args.workspace) as store:
-        rows, failed = rows_of(store, result["run_id"], device_name)
+        rows, other = rows_of(store, result["run_id"], device_name)
     done = [r for r in rows if r.status == "done"]
     (args.out / "hgemm.json").write_text(json.dumps({"device": device_name, "run_id": result["run_id"],
-                                                     "stopped": result["stopped"], "failed_checks": failed,
+                                                     "stopped": result["stopped"], "failed_checks": other["incorrect"],
+                                                     "other_statuses": dict(other),
                                                      "rows": [asdict(r) for r in rows], "summary": summary(done)}, indent=1))
     print(f"\n{'shape':<18} {'kernel ms':>10} {'matmul ms':>10} {'vs mm':>7} {'vs mm srv':>9} {'vs tuned':>8} {'vs tuned srv':>12}")
     for r in rows:
@@ -189,7 +208,8 @@ def print_report(args: argparse.Namespace, run_id: str, stopped: str | None, dev
         print(f"{r.shape:<18} {ms(r.kernel_ms):>10} {ms(r.matmul_ms):>10} {f(r.vs_matmul):>7} {f(r.vs_matmul_server):>9} "
               f"{f(r.vs_tunableop):>8} {f(r.vs_tunableop_server):>12}")
     print(f"\n{device_name}; run {result['run_id']}; {len(done)}/{len(rows)} shapes done"
-          f"{'; stopped: ' + result['stopped'] if result['stopped'] else ''}; candidates failing a check: {failed}")
+          f"{'; stopped: ' + result['stopped'] if result['stopped'] else ''}; candidates failing a check: {other['incorrect']}"
+          f"{''.join(f'; {status}: {n}' for status, n in sorted(other.items()) if status != 'incorrect')}")
     print(f"{'comparison':<26} {'shapes':>6} {'geomean':>8} {'median':>7} {'wins':>5}  worst")
     for s in summary(done):
         print(f"{s['comparison']:<26} {s['shapes']:>6} {s['geomean']:>7.3f}x {s['median']:>6.3f}x {s['win_rate']:>5.0%}  {s['worst']}")

@@ -118,6 +118,30 @@ def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_d
     assert audit["reference_vs_trusted_now"] < 2.0
 
 
+class _BusyOnce(Judge):
+    """A judge whose first measurement of a candidate comes from a host busy for that moment: every
+    sample of both sides three times as long, as a neighbour's build makes them."""
+
+    measurements = 0
+
+    def _time(self, w, v, cfg, earlier_s):
+        super()._time(w, v, cfg, earlier_s)
+        self.measurements += 1
+        if self.measurements == 1:
+            v.reference = TimingStats.of([s * 3 for s in v.reference.samples_ms])
+            v.candidate = TimingStats.of([s * 3 for s in v.candidate.samples_ms])
+
+
+def test_a_reference_slowed_for_one_measurement_is_timed_again_before_a_reject(cache_dir: Path) -> None:
+    judge = _BusyOnce("cpu", cache_dir=cache_dir, config=FAST)
+    v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    assert judge.measurements == 2 and [s.name for s in v.stages] == list(STAGES)
+    retimed = v.stage("timing").details["retimed"]
+    assert retimed["reference_vs_trusted"] > 2.0 and v.stage("audit").details["reference_vs_trusted"] < 2.0
+    assert "timed again" in next(f.message for f in v.flags if f.code == "noisy_timing")
+
+
 def test_honest_triton_candidate_is_correct_but_slower(cpu_judge: Judge, small_task) -> None:
     v = cpu_judge.evaluate(small_task, triton_candidate())
     assert v.status is Status.CORRECT, v.message

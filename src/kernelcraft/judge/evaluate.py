@@ -454,13 +454,33 @@ class Judge:
         # timing: ABAB against the reference in the candidate's process, device lock held
         with self._device(shared=True):
             self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR)
-        prepare_s = v.stages.pop().seconds
+        self._time(w, v, cfg, v.stages.pop().seconds)
+        # A reject for a slowed reference must not rest on one measurement: a host busy for a
+        # moment slows both sides of every sample alike. A candidate that slows the reference does
+        # so again; the verdict keeps the second measurement either way.
+        win = v.speedup > 1.0 and v.significant
+        trusted_ms = ref.trusted.median_ms if win else 0.0
+        slowed = v.reference.median_ms / trusted_ms if trusted_ms > 0 else 1.0
+        if slowed > cfg.slowed_reference_reject:
+            first = v.speedup
+            self._time(w, v, cfg, v.stages.pop().seconds)
+            again = v.reference.median_ms / trusted_ms
+            v.stage("timing").details["retimed"] = {"speedup": first, "reference_vs_trusted": slowed}
+            v.flags.append(Flag("noisy_timing", f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
+                                                f"({first:.2f}x); timed again: {again:.2f}x slower ({v.speedup:.2f}x)"))
+        return audit
+
+    def _time(self, w: WorkerProcess, v: Verdict, cfg: JudgeConfig, earlier_s: float) -> None:
+        """One ABAB measurement of candidate and reference (offline, then the server scenario if
+        asked) under the exclusive device lock; sets the verdict's times, speedup and noise band and
+        appends the timing stage, which also counts `earlier_s` (input preparation, an earlier try)."""
+        timeouts = cfg.timeouts
         cmd = {"op": "time", "seeds": self.timing_seeds}
         waited = time.perf_counter()
         with self._device():
             waited = time.perf_counter() - waited
             a = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
-            v.stages[-1].seconds += prepare_s
+            v.stages[-1].seconds += earlier_s
             ref_t, cand_t = TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
             first = ref_t.median_ms / cand_t.median_ms
             remeasured = None
@@ -487,7 +507,6 @@ class Judge:
                                 "noise": noise, "clocks": a["clocks"], "remeasured": remeasured,
                                 "phases_s": a.get("phases_s")}
         v.env["clocks"] = a["clocks"]
-        return audit
 
     def _check_binary(self, w: WorkerProcess, outputs: list[dict[str, Any]], ref: ReferenceData,
                       stage: StageResult) -> list[dict[str, Any]]:

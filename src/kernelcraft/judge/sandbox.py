@@ -69,6 +69,7 @@ def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path,
         PYTHONPATH=src_root, MAX_JOBS=str(build_jobs),
         TORCH_EXTENSIONS_DIR=str(cache_dir / "torch_extensions"), TRITON_CACHE_DIR=str(cache_dir / "triton"),
         CUDA_VISIBLE_DEVICES=str(device_index) if device == "cuda" else "",
+        KERNELCRAFT_LOCK_DIR=str(cache_dir),  # the device lock (locks.py), taken by the worker's CUDA start
     )
     if device == "cpu":
         env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
