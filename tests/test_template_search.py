@@ -73,7 +73,12 @@ def test_the_space_is_pruned_per_shape_and_ordered_by_the_prior() -> None:
     assert four == set(supported_variants(H100)) - {"persistent", "tma_persistent"}
     assert shared_memory(GemmConfig(128, 256, 64, stages=4, variant="persistent")) > H100.smem_bytes
     # the first few cover several output tiles and variants, not one tile's stage and warp variations
-    assert len({(c.variant, c.block_m, c.block_n) for c in big[:12]}) == 12
+    assert len({(c.variant, c.block_m, c.block_n) for c in big[:8]}) == 8
+
+    # descriptors built on every call cost more host time than a small GEMM's kernel takes
+    assert not config_space(Shape(256, 64, 128), H100)[0].variant.startswith("tma")
+    if "tma_persistent" in supported_variants(H100):
+        assert config_space(Shape(8192, 12288, 12288), H100)[0].variant == "tma_persistent"
 
     long_k = config_space(Shape(64, 64, 8192), H100)
     assert all(c.block_m <= 64 and c.block_n <= 64 for c in long_k)

@@ -35,6 +35,12 @@ STRONG = 0.8  # configurations whose prior is at least this share of the best on
 # Flops per byte moved above which an fp16 GEMM is compute-bound on Hopper (about 990 TFLOP/s of
 # dense fp16 over 3.35 to 4.8 TB/s of memory bandwidth).
 RIDGE = 256
+# Descriptor kernels launch through Triton's launcher, which builds the descriptors on every call:
+# about 27 us more host time per call than the C++ launch of the pointer kernels (H200,
+# benchmarks/gemm_launch.py), which a GEMM of a few microseconds pays in full. FP16_RATE turns a
+# shape's work into kernel time for that comparison (dense fp16 a good Hopper kernel sustains).
+TMA_EXTRA_HOST_S = 27e-6
+FP16_RATE = 6e14
 _NAMED = re.compile(r"# kernelcraft template GEMM \((tma_persistent|tiled|persistent|tma)_(\d+)x(\d+)x(\d+)_g(\d+)_s(\d+)_w(\d+)"
                     r"(?:_k(\d+))?\)")
 
@@ -175,7 +181,8 @@ def _warps(block_m: int, block_n: int) -> tuple[int, ...]:
 def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     """A guess at how fast `c` runs on `shape`, for ordering only (the judge decides): little work on
     padding, tiles that reuse what they load (where the GEMM is compute-bound), programs that fill
-    every SM in whole waves, pipelines as deep as the K loop needs."""
+    every SM in whole waves, pipelines as deep as the K loop needs, no per-call descriptor building
+    where the kernel is as short as that host work."""
     m, n, k = shape.m, shape.n, shape.k
     tiles_m, tiles_n = math.ceil(m / c.block_m), math.ceil(n / c.block_n)
     padding = (m * n) / (tiles_m * c.block_m * tiles_n * c.block_n)
@@ -193,6 +200,9 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     group = 1.0 if c.group_m > 1 else 0.97  # with several waves, grouped tiles share panels in L2
     split = 0.85 if c.split_k > 1 else 1.0  # the workspace round trip and the second launch
     variant = {"tiled": 1.0, "persistent": 0.97, "tma": 1.02, "tma_persistent": 1.04}[c.variant]
+    if caps.kind == "cuda" and c.variant.startswith("tma"):
+        kernel_s = 2.0 * m * n * k / FP16_RATE
+        variant *= kernel_s / (kernel_s + TMA_EXTRA_HOST_S)
     if caps.kind != "cuda":  # the interpreter: fewer, larger programs are what is fast
         variant, waves = {"tiled": 1.0, "persistent": 0.9}.get(c.variant, 0.8), 1.0
     return padding * k_padding * reuse * math.sqrt(waves) * stages * block_k * group * split * variant
