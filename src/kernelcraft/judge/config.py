@@ -43,6 +43,10 @@ class TimingConfig:
     cpu_flush_bytes: int = 32 * 1024 * 1024
     min_noise: float = 0.01  # a speedup within max(noise, this) of 1.0 is reported as none
     remeasure_above: float = 3.0  # re-time any speedup above this before believing it
+    # A measurement whose reference's half-IQR over median exceeds this was taken on a busy host:
+    # it is taken again up to noisy_retimes times and the quietest one kept.
+    retime_spread_above: float = 0.2
+    noisy_retimes: int = 2
     # The server scenario (besides offline, back to back): a pause before every timed call,
     # exponential with mean 1/server_qps seconds, not timed. Reported in Verdict.scenarios.
     server: bool = False

@@ -479,15 +479,25 @@ class Judge:
         waited = time.perf_counter()
         with self._device():
             waited = time.perf_counter() - waited
-            a = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
+            a, ref_t, cand_t = self._measure(w, v, cmd, timeouts.timing)
             v.stages[-1].seconds += earlier_s
-            ref_t, cand_t = TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
+            # A measurement whose reference scattered widely (a busy host) is taken again, a few
+            # times at most, and the quietest kept: its band would hide any speedup.
+            spreads = [ref_t.rel_spread]
+            while spreads[-1] > cfg.timing.retime_spread_above and len(spreads) <= cfg.timing.noisy_retimes:
+                b, b_ref, b_cand = self._measure(w, v, cmd, timeouts.timing)
+                v.stages.pop()
+                spreads.append(b_ref.rel_spread)
+                if b_ref.rel_spread < ref_t.rel_spread:
+                    a, ref_t, cand_t = b, b_ref, b_cand
+            if len(spreads) > 1:
+                v.flags.append(Flag("noisy_timing", "the reference scattered widely; timed again: half-IQR "
+                                                    + ", ".join(f"{s:.0%}" for s in spreads) + ", the quietest kept"))
             first = ref_t.median_ms / cand_t.median_ms
             remeasured = None
             if first > cfg.timing.remeasure_above:
-                b = self._step(w, v, "timing", cmd, timeouts.timing, Status.RUNTIME_ERROR)
+                _, ref_t, cand_t = self._measure(w, v, cmd, timeouts.timing)
                 v.stages.pop()
-                ref_t, cand_t = TimingStats.of(b["samples"]["reference"]), TimingStats.of(b["samples"]["candidate"])
                 remeasured = ref_t.median_ms / cand_t.median_ms
                 if abs(remeasured - first) > 0.1 * first:
                     v.flags.append(Flag("noisy_timing", f"a large win did not reproduce: {first:.2f}x then {remeasured:.2f}x"))
@@ -507,6 +517,13 @@ class Judge:
                                 "noise": noise, "clocks": a["clocks"], "remeasured": remeasured,
                                 "phases_s": a.get("phases_s")}
         v.env["clocks"] = a["clocks"]
+
+    def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any],
+                 timeout: float) -> tuple[dict[str, Any], TimingStats, TimingStats]:
+        """One timing command in the worker (it appends a timing stage): the worker's answer and
+        the reference's and the candidate's statistics."""
+        a = self._step(w, v, "timing", cmd, timeout, Status.RUNTIME_ERROR)
+        return a, TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
 
     def _check_binary(self, w: WorkerProcess, outputs: list[dict[str, Any]], ref: ReferenceData,
                       stage: StageResult) -> list[dict[str, Any]]:
