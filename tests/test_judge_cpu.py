@@ -145,8 +145,8 @@ def test_a_reference_slowed_for_one_measurement_is_timed_again_before_a_reject(c
 
 
 class _ScatteredOnce(Judge):
-    """A judge whose first measurement saw every other reference sample three times slower (a host
-    busy in bursts): a band of about +-100% that would call any speedup none."""
+    """A judge whose first measurement saw every other reference sample ten times slower (a host
+    busy in bursts): a band of about +-80% that would call any speedup none."""
 
     measurements = 0
     first_spread = 0.0
@@ -155,7 +155,7 @@ class _ScatteredOnce(Judge):
         a, ref_t, cand_t = super()._measure(w, v, cmd, timeout)
         self.measurements += 1
         if self.measurements == 1:
-            ref_t = TimingStats.of([s * (3 if i % 2 else 1) for i, s in enumerate(ref_t.samples_ms)])
+            ref_t = TimingStats.of([s * (10 if i % 2 else 1) for i, s in enumerate(ref_t.samples_ms)])
             self.first_spread = ref_t.rel_spread
         return a, ref_t, cand_t
 
@@ -165,7 +165,7 @@ def test_a_measurement_on_a_busy_host_is_taken_again_and_the_quietest_kept(cache
     v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message
     assert judge.measurements >= 2 and [s.name for s in v.stages] == list(STAGES)
-    assert judge.first_spread > 0.4 and v.reference.rel_spread < judge.first_spread
+    assert judge.first_spread > FAST.timing.retime_spread_above and v.reference.rel_spread < judge.first_spread
     assert v.stage("timing").details["noise"] == max(v.reference.rel_spread, FAST.timing.min_noise)
     flag = next(f.message for f in v.flags if f.code == "noisy_timing")
     assert "timed again" in flag and "the quietest kept" in flag

@@ -185,13 +185,9 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     where the kernel is as short as that host work."""
     m, n, k = shape.m, shape.n, shape.k
     tiles_m, tiles_n = math.ceil(m / c.block_m), math.ceil(n / c.block_n)
-    padding = (m * n) / (tiles_m * c.block_m * tiles_n * c.block_n)
     k_step = c.block_k * c.split_k
     k_steps = math.ceil(k / k_step)
     k_padding = k / (k_steps * k_step)
-    reuse = math.sqrt(min(1.0, (c.block_m * c.block_n / (c.block_m + c.block_n)) / (128 * 256 / 384)))
-    if caps.kind == "cuda":  # reuse saves memory traffic, which matters as much as the GEMM is compute-bound
-        reuse **= min(1.0, m * n * k / (m * k + k * n + m * n) / RIDGE)
     programs = tiles_m * tiles_n * c.split_k
     waves = programs / (math.ceil(programs / caps.sms) * caps.sms)
     # A pipeline deeper than the K loop is shared memory that keeps other programs off the SM.
@@ -205,7 +201,24 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
         variant *= kernel_s / (kernel_s + TMA_EXTRA_HOST_S)
     if caps.kind != "cuda":  # the interpreter: fewer, larger programs are what is fast
         variant, waves = {"tiled": 1.0, "persistent": 0.9}.get(c.variant, 0.8), 1.0
-    return padding * k_padding * reuse * math.sqrt(waves) * stages * block_k * group * split * variant
+    return tile_fit(c.block_m, c.block_n, shape, caps) * k_padding * math.sqrt(waves) * stages * block_k * group * split * variant
+
+
+def intensity(shape: Shape) -> float:
+    """Multiply-adds per element read or written: above RIDGE, the GEMM is compute-bound on Hopper."""
+    return shape.m * shape.n * shape.k / (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
+
+
+def tile_fit(block_m: int, block_n: int, shape: Shape, caps: DeviceCaps) -> float:
+    """How well an output tile suits a shape, for priors: little work on padding, and tiles large
+    enough to reuse what they load (on cuda, as much as the GEMM is compute-bound: reuse saves memory
+    traffic)."""
+    tiles_m, tiles_n = math.ceil(shape.m / block_m), math.ceil(shape.n / block_n)
+    padding = (shape.m * shape.n) / (tiles_m * block_m * tiles_n * block_n)
+    reuse = math.sqrt(min(1.0, (block_m * block_n / (block_m + block_n)) / (128 * 256 / 384)))
+    if caps.kind == "cuda":
+        reuse **= min(1.0, intensity(shape) / RIDGE)
+    return padding * reuse
 
 
 def _splits(shape: Shape, tiles: int, block_k: int, caps: DeviceCaps) -> tuple[int, ...]:

@@ -1,5 +1,5 @@
-"""Strategy `template`: no language model. The Triton GEMM templates of `gemm_templates` are
-searched per shape with the judge as the scorer: a coarse stage judges the first `configs` of the
+"""Strategy `template`: no language model. The GEMM templates of `gemm_space` (Triton kernels, and
+CUTLASS kernels on Hopper) are searched per shape with the judge as the scorer: a coarse stage judges the first `configs` of the
 shape's space with a short recipe (few seeds, short timing), a fine stage judges the `finalists`
 fastest again with the run's own recipe; the best fine verdict is the task's result. The
 configurations that earlier runs found fastest on the same task, device and recipe (as many as
@@ -16,7 +16,8 @@ from __future__ import annotations
 from ..judge import normalized_hash
 from ..tasks import Shape, Task, shape_of
 from .errors import TaskFailed
-from .gemm_templates import DeviceCaps, GemmConfig, config_space, render
+from .gemm_space import KernelConfig, config_from_dict, config_of_source, kernel_space, render_config
+from .gemm_templates import DeviceCaps
 from .strategy import SCREENING, Outcome, TaskContext, register, run_parallel
 
 COARSE, FINE = 0, 1  # the turns of the two stages
@@ -52,35 +53,35 @@ class TemplateSearch:
         run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in correct[:options.finalists]], "template")
 
     @staticmethod
-    def _configs(ctx: TaskContext, coarse: TaskContext) -> list[GemmConfig]:
+    def _configs(ctx: TaskContext, coarse: TaskContext) -> list[KernelConfig]:
         """The configurations this task's search judges (`coarse`: the task as its coarse stage judges
         it): saved the first time, read back on resume."""
         saved = ctx.saved("configs")
         if saved is None:
             options = ctx.config.template
-            space = config_space(gemm_shape(ctx.task), DeviceCaps.of(ctx.device))
+            space = kernel_space(gemm_shape(ctx.task), DeviceCaps.of(ctx.device))
             # The fastest that earlier runs measured on this task, device and recipe come first, then
             # what no run has judged yet: each run goes further down the space instead of judging
             # again what is known (a verdict reused costs nothing, but it takes a place).
-            measured = [GemmConfig.of_source(source) for _, source, _ in ctx.store.correct_kernels(ctx.context)]
+            measured = [config_of_source(source) for _, source, _ in ctx.store.correct_kernels(ctx.context)]
             best = list(dict.fromkeys(c for c in measured if c in space))[:options.finalists]
             judged = ctx.store.judged_norm_hashes(ctx.context) | ctx.store.judged_norm_hashes(coarse.context)
             picked = best[:options.configs]
             for c in space:
                 if len(picked) >= options.configs:
                     break
-                if c not in picked and normalized_hash(render(c)) not in judged:
+                if c not in picked and normalized_hash(render_config(c)) not in judged:
                     picked.append(c)
             saved = [c.to_dict() for c in picked]
             ctx.save("configs", saved)
-        return [GemmConfig.from_dict(d) for d in saved]
+        return [config_from_dict(d) for d in saved]
 
     @staticmethod
-    def _judge(ctx: TaskContext, index: int, turn: int, config: GemmConfig) -> Outcome:
+    def _judge(ctx: TaskContext, index: int, turn: int, config: KernelConfig) -> Outcome:
         prior = ctx.prior_attempt(index, turn)
         if prior is not None:
             return ctx.outcome_of(prior)
         meta = {"stage": "coarse" if turn == COARSE else "fine", "config": config.to_dict(), "name": config.name}
         if turn == COARSE:
             meta[SCREENING] = True
-        return ctx.record_source(index, turn, render(config), meta)
+        return ctx.record_source(index, turn, render_config(config), meta)

@@ -1,0 +1,131 @@
+"""The template search's CUTLASS kernels: candidates the static checks accept, named so their
+configuration comes back from the source, a space only where they run (Hopper, headers present),
+the two families taking turns in the search's order, the CUDA source compiled by nvcc for sm_90a,
+and on a Hopper GPU exact under the judge with its own kernel doing the work."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.judge import Job, JudgeConfig, LocalPool, check_source
+from kernelcraft.search.gemm_cutlass import (STREAMK_MIN_K, CutlassConfig, cutlass_include_dirs, cutlass_runs_on,
+                                             cutlass_space, render_cuda, render_cutlass)
+from kernelcraft.search.gemm_space import config_from_dict, config_of_source, kernel_space, render_config
+from kernelcraft.search.gemm_templates import DeviceCaps, GemmConfig, TemplateError
+from kernelcraft.tasks import Shape, hgemm_task
+
+from .conftest import evaluate_all
+
+H100 = DeviceCaps("cuda", (9, 0), 132, 232448)
+B200 = DeviceCaps("cuda", (10, 0), 148, 232448)
+A100 = DeviceCaps("cuda", (8, 0), 108, 166912)
+# One of each kind: cooperative with a cluster, ping-pong, stream-K splitting K.
+KINDS = [CutlassConfig(128, 128, 64, 2, 1, "cutlass_cooperative", "persistent", 4),
+         CutlassConfig(64, 128, 64, 1, 1, "cutlass_pingpong", "persistent", 1),
+         CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 1, 2)]
+SCREEN = JudgeConfig().with_overrides({"seeds": 2, "binary_seeds": 1, "timing": {
+    "warmup_ms": 5.0, "min_iters": 5, "max_iters": 10, "target_ms": 20.0, "trusted_target_ms": 20.0}})
+
+
+@pytest.mark.parametrize("config", KINDS, ids=lambda c: c.name)
+def test_each_kind_renders_a_candidate_the_static_checks_accept(config: CutlassConfig) -> None:
+    source = render_cutlass(config)
+    report = check_source(source)
+    assert report.ok, report.message()
+    assert report.kernel_names == {"kc_cutlass_gemm"}  # the kernel is the candidate's own, not CUTLASS's device_kernel
+    assert "class ModelNew(nn.Module)" in source and f"kc_cutlass_{config.binary}" in source
+    assert all(d in source for d in cutlass_include_dirs())
+    assert config_of_source(source) == config and config_from_dict(config.to_dict()) == config
+    assert render_config(config) == source
+
+
+def test_configurations_differing_in_arguments_only_share_one_build() -> None:
+    a, b = KINDS[2], CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 4, 4)
+    assert a.binary == b.binary and a.name != b.name
+    assert render_cuda(a) == render_cuda(b) and render_cutlass(a) != render_cutlass(b)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"tile_m": 64, "tile_n": 128}, "at least 128 rows"),
+    ({"tile_m": 256, "tile_n": 128, "variant": "cutlass_pingpong"}, "at most 128 rows"),
+    ({"tile_m": 128, "tile_n": 128, "variant": "cutlass_pingpong", "scheduler": "streamk"}, "cooperative kernel only"),
+    ({"tile_m": 128, "tile_n": 96}, "multiples of 64"),
+    ({"tile_m": 128, "tile_n": 128, "splits": 2}, "stream-K"),
+    ({"tile_m": 128, "tile_n": 128, "cluster_m": 4}, "clusters"),
+    ({"tile_m": 128, "tile_n": 128, "variant": "cutlass_basic"}, "unknown variant"),
+])
+def test_configurations_cutlass_cannot_build_are_refused(kwargs: dict, words: str) -> None:
+    with pytest.raises(TemplateError, match=words):
+        CutlassConfig(**kwargs)
+
+
+def test_the_space_exists_only_on_hopper_with_aligned_rows() -> None:
+    assert cutlass_runs_on(H100)
+    for caps in (B200, A100, DeviceCaps("cpu")):  # sm_90a code runs on compute capability 9.0 only
+        assert not cutlass_runs_on(caps) and cutlass_space(Shape(4096, 4096, 4096), caps) == []
+    assert cutlass_space(Shape(4096, 4100, 4096), H100) == [] and cutlass_space(Shape(4096, 4096, 4100), H100) == []
+    assert cutlass_space(Shape(4100, 4096, 4096), H100)  # M is free: the tensor memory accelerator clips rows
+
+
+def test_stream_k_only_where_the_last_wave_is_partial_and_k_is_long() -> None:
+    # 512x12288x12288 in 128x256 tiles: 192 tiles on 132 SMs, a last wave of 60, and 192 K steps to share out
+    skinny = cutlass_space(Shape(512, 12288, 12288), H100)
+    assert skinny[0].scheduler == "streamk"
+    assert {c.scheduler for c in cutlass_space(Shape(512, 12288, 512), H100)} == {"persistent"}  # K too short
+    assert 512 < STREAMK_MIN_K
+    # 1056x4096 in 128x256 tiles: 9 x 16 = 144 tiles; in 128x128 tiles 288: neither is whole waves
+    assert any(c.scheduler == "streamk" for c in cutlass_space(Shape(1056, 4096, 8192), H100))
+    whole = cutlass_space(Shape(128 * 12, 128 * 11, 8192), H100)  # 132 tiles of 128x128: one whole wave
+    assert all((c.tile_m, c.tile_n) != (128, 128) for c in whole if c.scheduler == "streamk")
+
+
+def test_the_families_take_turns_with_cutlass_first_where_compute_bound() -> None:
+    big = kernel_space(Shape(8192, 8192, 8192), H100)
+    assert isinstance(big[0], CutlassConfig) and isinstance(big[1], GemmConfig)
+    assert [type(c) for c in big[:6]] == [CutlassConfig, GemmConfig] * 3
+    first = big[0]
+    assert (first.tile_m, first.tile_n, first.cluster_m) in ((128, 256, 2), (256, 128, 2))
+    small = kernel_space(Shape(256, 64, 128), H100)
+    assert isinstance(small[0], GemmConfig) and isinstance(small[1], CutlassConfig)
+    assert all(isinstance(c, GemmConfig) for c in kernel_space(Shape(8192, 8192, 8192), A100))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
+def test_the_kernel_compiles_for_sm90a(tmp_path: Path) -> None:
+    """The device half of the judge's build, without a GPU: nvcc compiles the kernel for sm_90a (a cubin;
+    the host half, the same on every configuration, is left to the GPU tests), and it keeps its
+    accumulators in registers, no spills."""
+    source = tmp_path / "kernel.cu"
+    source.write_text(render_cuda(KINDS[1]))
+    include = [f"-I{d}" for d in cutlass_include_dirs()]
+    p = subprocess.run(["nvcc", "-cubin", "-O3", "-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr",
+                        "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", *include, str(source),
+                        "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Compiling entry function '_Z15kc_cutlass_gemm" in p.stderr
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", p.stderr)]
+    assert spills and not any(spills), p.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_on_hopper_each_kind_is_exact_and_its_own_kernel_does_the_work(gpu_pool: LocalPool) -> None:
+    import torch
+
+    if not cutlass_runs_on(DeviceCaps("cuda", torch.cuda.get_device_capability())):
+        pytest.skip("CUTLASS's kernels are built for Hopper (compute capability 9.0) with its headers installed")
+    # a ragged M (the last tile's rows clipped), and a shape with a partial last wave for stream-K
+    tasks = [hgemm_task(Shape(40, 48, 72)), hgemm_task(Shape(1000, 1024, 2048))]
+    jobs = [Job(t, render_cutlass(c), tag=f"{t.key}:{c.name}", config=SCREEN) for t in tasks for c in KINDS]
+    results = evaluate_all(gpu_pool, jobs)
+    for job in jobs:
+        verdict = results[job.tag].verdict
+        assert verdict is not None and verdict.correct, (job.tag, verdict and verdict.message)
+        guards = verdict.stage("correctness").details["guard_zones"]["output"]
+        assert all(g["armed"] and g["breached_bytes"] == 0 for g in guards), guards
+        coverage = verdict.stage("audit").details["coverage"]
+        assert set(coverage["custom_kernels"]) == {"kc_cutlass_gemm"} and coverage["coverage"] > 0.5, coverage
