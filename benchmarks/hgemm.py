@@ -53,6 +53,7 @@ class ShapeRow:
     vs_tunableop_server: float | None = None
     significant: bool = False
     config: str = ""
+    kernel: str = ""  # the best kernel's configuration name, e.g. tma_persistent_128x256x64_g8_s3_w8
 
 
 def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, deadline: float) -> int:
@@ -122,6 +123,7 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
             row.kernel_ms, row.matmul_ms, row.vs_matmul = v.candidate.median_ms, v.reference.median_ms, v.speedup
             row.significant = v.significant and v.speedup > 1.0
             row.config = json.dumps(best.meta.get("config", {}), separators=(",", ":"))
+            row.kernel = best.meta.get("name", "")
             server = v.scenarios.get("server")
             row.vs_matmul_server = server["speedup"] if server else None
             for scenario, attr in (("offline", "vs_tunableop"), ("server", "vs_tunableop_server")):
@@ -201,18 +203,21 @@ def print_report(args: argparse.Namespace, run_id: str, stopped: str | None, dev
                                                      "stopped": result["stopped"], "failed_checks": other["incorrect"],
                                                      "other_statuses": dict(other),
                                                      "rows": [asdict(r) for r in rows], "summary": summary(done)}, indent=1))
-    print(f"\n{'shape':<18} {'kernel ms':>10} {'matmul ms':>10} {'vs mm':>7} {'vs mm srv':>9} {'vs tuned':>8} {'vs tuned srv':>12}")
+    print(f"\n{'shape':<18} {'kernel ms':>10} {'matmul ms':>10} {'vs mm':>7} {'vs mm srv':>9} {'vs tuned':>8} {'vs tuned srv':>12}"
+          "  best kernel")
     for r in rows:
         f = lambda x: f"{x:.2f}x" if x else "-"  # noqa: E731
         ms = lambda x: f"{x:.4g}" if x else "-"  # noqa: E731
         print(f"{r.shape:<18} {ms(r.kernel_ms):>10} {ms(r.matmul_ms):>10} {f(r.vs_matmul):>7} {f(r.vs_matmul_server):>9} "
-              f"{f(r.vs_tunableop):>8} {f(r.vs_tunableop_server):>12}")
+              f"{f(r.vs_tunableop):>8} {f(r.vs_tunableop_server):>12}  {r.kernel}")
     print(f"\n{device_name}; run {result['run_id']}; {len(done)}/{len(rows)} shapes done"
           f"{'; stopped: ' + result['stopped'] if result['stopped'] else ''}; candidates failing a check: {other['incorrect']}"
           f"{''.join(f'; {status}: {n}' for status, n in sorted(other.items()) if status != 'incorrect')}")
     print(f"{'comparison':<26} {'shapes':>6} {'geomean':>8} {'median':>7} {'wins':>5}  worst")
     for s in summary(done):
         print(f"{s['comparison']:<26} {s['shapes']:>6} {s['geomean']:>7.3f}x {s['median']:>6.3f}x {s['win_rate']:>5.0%}  {s['worst']}")
+    families = Counter("cutlass" if r.kernel.startswith("cutlass") else "triton" for r in done)
+    print("best kernels: " + ", ".join(f"{family} {n}" for family, n in sorted(families.items())))
 
 
 if __name__ == "__main__":

@@ -205,7 +205,8 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
 
 
 def intensity(shape: Shape) -> float:
-    """Multiply-adds per element read or written: above RIDGE, the GEMM is compute-bound on Hopper."""
+    """Flops per byte an fp16 GEMM moves (multiply-adds per element read or written): above RIDGE it is
+    compute-bound on Hopper."""
     return shape.m * shape.n * shape.k / (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
 
 
