@@ -38,7 +38,7 @@ def test_each_kind_renders_a_candidate_the_static_checks_accept(config: CutlassC
     report = check_source(source)
     assert report.ok, report.message()
     assert report.kernel_names == {"kc_cutlass_gemm"}  # the kernel is the candidate's own, not CUTLASS's device_kernel
-    assert "class ModelNew(nn.Module)" in source and f"kc_cutlass_{config.binary}" in source
+    assert "class ModelNew(nn.Module)" in source and f'"kc_{config.binary}"' in source
     assert all(d in source for d in cutlass_include_dirs())
     assert config_of_source(source) == config and config_from_dict(config.to_dict()) == config
     assert render_config(config) == source
