@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import uuid
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import STAGES, Job, Judge, LocalPool, Status, TaskRunError
+from kernelcraft.judge.buildcache import BuildError, BuildRecorder
 from kernelcraft.judge.sandbox import live_worker_pids
 from kernelcraft.judge.verdict import TimingStats
 from kernelcraft.tasks import resolve_task, task_from_source
@@ -213,6 +216,48 @@ class ModelNew(nn.Module):
     v = cpu_judge.evaluate(small_task, src)
     assert v.status is Status.BUILD_FAILED
     assert "error" in v.message and len(v.message.splitlines()) <= 25
+
+
+def test_a_build_that_failed_fails_again_at_once_with_the_same_errors(cpu_judge: Judge, small_task) -> None:
+    # a source of this run's own, so the build cache (kept between local test runs) has not seen it
+    src = f'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name="broken", cpp_sources=["// {uuid.uuid4()}\\ntorch::Tensor f(torch::Tensor x) {{ return x +; }}"],
+                  functions=["f"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+    first, again = cpu_judge.evaluate(small_task, src), cpu_judge.evaluate(small_task, src.replace("class", "# again\nclass"))
+    assert first.status is again.status is Status.BUILD_FAILED
+    assert "failed the same way before" not in first.message and "failed the same way before" in again.message
+    assert again.message.startswith(first.message)
+
+
+@pytest.mark.parametrize("log, kept", [
+    ("main.cpp:2:47: error: expected primary-expression before '}' token", True),
+    ("main.o: undefined reference to `kc_run'", True),
+    ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", False),  # the compiler killed for memory
+    ("main.cpp: fatal error: error writing to /tmp/cc.s: No space left on device", False),
+])
+def test_only_a_compilers_diagnostics_are_kept_as_a_failed_build(tmp_path: Path, log: str, kept: bool) -> None:
+    recorder = BuildRecorder(tmp_path, lambda module, functions: None)
+    tries = []
+
+    def compiler(**arguments):
+        tries.append(arguments["name"])
+        raise RuntimeError(f"Error building extension '{arguments['name']}':\n{log}")
+
+    recorder.original = compiler
+    for _ in range(2):
+        with pytest.raises(BuildError, match=re.escape(log.split(":")[-1].strip())):
+            recorder.load_inline(name="x", cpp_sources=["int f();"])
+    assert len(tries) == (1 if kept else 2)
 
 
 def test_syntax_error_is_static_rejected_with_line(cpu_judge: Judge, small_task) -> None:

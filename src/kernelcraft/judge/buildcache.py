@@ -2,7 +2,8 @@
 
 Installed into the worker before the candidate is imported: the candidate's own `load_inline`
 call then builds into (or loads from) `<cache>/builds/<key>`, so an identical extension is
-compiled once per machine, and distinct ones never collide on a name.
+compiled once per machine, and distinct ones never collide on a name. A compiler error is kept
+there too: the same build fails at once the next time instead of compiling for minutes again.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ _ERROR_RE = re.compile(r"\berror\b|undefined reference|fatal")  # not torch's "E
 # lines thousands of characters long. They tell a model nothing about its code.
 _NOISE_RE = re.compile(r"^\s*(\[\d+/\d+\]|FAILED:|ninja:)|-DTORCH_EXTENSION_NAME|\s-isystem\s")
 _MAX_LINE = 300
+# A compiler's or linker's diagnostic is the same on every try; a compiler killed for memory, or a
+# full disk, is not, and is never kept.
+_DIAGNOSTIC_RE = re.compile(r"\berror\b\s*:|undefined reference")
+_TRANSIENT_RE = re.compile(r"Killed|signal|died|No space left|Cannot allocate memory|out of memory|Resource temporarily",
+                           re.IGNORECASE)
+FAILED_LOG = "failed.log"
 
 
 def trim_compiler_output(text: str, max_lines: int = 25) -> str:
@@ -84,12 +91,21 @@ class BuildRecorder:
         name = f"kc_{key}"
         build_dir = self.cache_root / "builds" / name
         build_dir.mkdir(parents=True, exist_ok=True)
+        failed = build_dir / FAILED_LOG
+        if failed.is_file():
+            raise BuildError(f"{failed.read_text()}\n(this build failed the same way before; {failed} keeps it: delete "
+                             "that file to compile again)")
         arguments.update(name=name, build_directory=str(build_dir), verbose=False)
         t0 = time.perf_counter()
         try:
             module = self.original(**arguments)
         except (RuntimeError, OSError, ImportError) as e:  # torch raises RuntimeError with the compiler log
-            raise BuildError(trim_compiler_output(str(e))) from None
+            message = trim_compiler_output(str(e))
+            if _DIAGNOSTIC_RE.search(message) and not _TRANSIENT_RE.search(str(e)):
+                partial = failed.with_suffix(f".{os.getpid()}")  # whole or absent for a neighbour reading it
+                partial.write_text(message)
+                partial.replace(failed)
+            raise BuildError(message) from None
         finally:
             self.seconds += time.perf_counter() - t0
         self.keys.append(key)
