@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcraft.judge import Job, JudgeConfig, LocalPool, check_source
+from kernelcraft.judge import Job, LocalPool, check_source
 from kernelcraft.search.gemm_cutlass import (STREAMK_MIN_K, CutlassConfig, cutlass_include_dirs, cutlass_runs_on,
                                              cutlass_space, render_cuda, render_cutlass)
 from kernelcraft.search.gemm_space import config_from_dict, config_of_source, kernel_space, render_config
@@ -20,16 +20,13 @@ from kernelcraft.search.gemm_templates import DeviceCaps, GemmConfig, TemplateEr
 from kernelcraft.tasks import Shape, hgemm_task
 
 from .conftest import evaluate_all
+from .test_template_search import A100, H100, SCREEN
 
-H100 = DeviceCaps("cuda", (9, 0), 132, 232448)
 B200 = DeviceCaps("cuda", (10, 0), 148, 232448)
-A100 = DeviceCaps("cuda", (8, 0), 108, 166912)
 # One of each kind: cooperative with a cluster, ping-pong, stream-K splitting K.
 KINDS = [CutlassConfig(128, 128, 64, 2, 1, "cutlass_cooperative", "persistent", 4),
          CutlassConfig(64, 128, 64, 1, 1, "cutlass_pingpong", "persistent", 1),
          CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 1, 2)]
-SCREEN = JudgeConfig().with_overrides({"seeds": 2, "binary_seeds": 1, "timing": {
-    "warmup_ms": 5.0, "min_iters": 5, "max_iters": 10, "target_ms": 20.0, "trusted_target_ms": 20.0}})
 
 
 @pytest.mark.parametrize("config", KINDS, ids=lambda c: c.name)

@@ -13,14 +13,11 @@ import math
 import os
 import re
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from ..tasks import Shape
-from .gemm_templates import DeviceCaps, TemplateError, tile_fit
+from .gemm_templates import DeviceCaps, TemplateError, template, tile_fit
 
 VARIANTS = ("cutlass_cooperative", "cutlass_pingpong")
 SCHEDULERS = ("persistent", "streamk")
@@ -128,17 +125,11 @@ def cutlass_runs_on(caps: DeviceCaps) -> bool:
     return caps.kind == "cuda" and caps.capability == (9, 0) and cutlass_include_dirs() is not None
 
 
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("kernelcraft.search", "templates"),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-
-
 def render_cuda(config: CutlassConfig) -> str:
     """The CUDA source of `config`'s kernel and its host entry points (no torch in it)."""
     mainloop, epilogue, note = _SCHEDULES[config.variant]
     scheduler = "cutlass::gemm::StreamKScheduler" if config.scheduler == "streamk" else "cutlass::gemm::PersistentScheduler"
-    return _env().get_template("cutlass_gemm.cu.j2").render(
+    return template("cutlass_gemm.cu.j2").render(
         c=config, mainloop_schedule=mainloop, epilogue_schedule=epilogue, schedule_note=note,
         tile_scheduler=scheduler)
 
@@ -149,7 +140,7 @@ def render_cutlass(config: CutlassConfig) -> str:
     if include is None:
         raise TemplateError(f"variant {config.variant} needs CUTLASS's headers: pip install nvidia-cutlass, "
                             "or set CUTLASS_PATH to a CUTLASS checkout")
-    return _env().get_template("cutlass_gemm.py.j2").render(
+    return template("cutlass_gemm.py.j2").render(
         c=config, name=config.name, summary=SUMMARIES[config.variant], include_dirs=repr(include),
         cuda_source=render_cuda(config))
 

@@ -135,11 +135,12 @@ def _launcher_cpp() -> str:
     return importlib.resources.files("kernelcraft.search").joinpath("templates", "triton_launch.cpp").read_text()
 
 
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
+@lru_cache(maxsize=None)
+def template(name: str) -> jinja2.Template:
+    """A kernel template of `search/templates` (undefined variables are errors, text kept as written)."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("kernelcraft.search", "templates"),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    return env.get_template("triton_gemm.py.j2")
+    return env.get_template(name)
 
 
 def render(config: GemmConfig) -> str:
@@ -148,8 +149,9 @@ def render(config: GemmConfig) -> str:
     tma = config.variant.startswith("tma")
     if tma and not triton_has_descriptors():
         raise TemplateError(f"variant {config.variant} needs triton.tools.tensor_descriptor, which the installed Triton lacks")
-    return _template().render(c=config, name=config.name, summary=SUMMARIES[config.variant], tma=tma,
-                              persistent=config.variant.endswith("persistent"), launcher_cpp=_launcher_cpp())
+    return template("triton_gemm.py.j2").render(c=config, name=config.name, summary=SUMMARIES[config.variant], tma=tma,
+                                                persistent=config.variant.endswith("persistent"),
+                                                launcher_cpp=_launcher_cpp())
 
 
 def _blocks(sizes: tuple[int, ...], dim: int, smallest: int) -> list[int]:

@@ -1,11 +1,11 @@
 """Strategy `template`: no language model. The GEMM templates of `gemm_space` (Triton kernels, and
-CUTLASS kernels on Hopper) are searched per shape with the judge as the scorer: a coarse stage judges the first `configs` of the
-shape's space with a short recipe (few seeds, short timing), a fine stage judges the `finalists`
-fastest again with the run's own recipe; the best fine verdict is the task's result. The
-configurations that earlier runs found fastest on the same task, device and recipe (as many as
-there are finalists) are judged first, then ones no run has judged; with no more configurations
-than finalists there is no coarse stage. Its kernels
-are ordinary verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
+CUTLASS kernels on Hopper) are searched per shape with the judge as the scorer: a coarse stage
+judges the first `configs` of the shape's space with a short recipe (few seeds, short timing), a
+fine stage judges the `finalists` fastest again with the run's own recipe; the best fine verdict
+is the task's result. The configurations that earlier runs found fastest on the same task, device
+and recipe (as many as there are finalists) are judged first, then ones no run has judged; with
+no more configurations than finalists there is no coarse stage. Its kernels are ordinary
+verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
 
 Attempts: sample = the configuration's index in the space, turn 0 coarse and 1 fine. The space is
 saved before anything is judged, so a resumed run judges the same configurations and replays
