@@ -296,3 +296,53 @@ def test_a_pool_evaluates_on_spare_workers_and_stops_them_all(cache_dir: Path, s
     for pid in spares:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(("name", "identifier"), [
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+     ("at", "vectorized_elementwise_kernel")),
+    ("my_kernel", ("", "my_kernel")),
+    # as the H200's profiler named CUTLASS's kernels (demangled they run to kilobytes of types)
+    ("_Z15kc_cutlass_gemmN7cutlass4gemm6kernel13GemmUniversalIN4cute5tupleIJiiiiEEENS0", ("", "kc_cutlass_gemm")),
+    ("_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22gpu_kernel_impl_nocastEEvv", ("at", "elementwise_kernel")),
+    ("_ZN7cutlass13device_kernelIN4cute5tupleEEEvNT_6ParamsE", ("cutlass", "device_kernel")),
+    ("_ZL12local_kernelPf", ("", "local_kernel")),
+    ("_ZNSt6thread5_ImplEv", ("std", "_Impl")),
+])
+def test_coverage_knows_a_kernel_by_its_function_name_mangled_or_not(name: str, identifier: tuple[str, str]) -> None:
+    from kernelcraft.judge.coverage import is_custom_kernel, kernel_identifier
+
+    assert kernel_identifier(name) == identifier
+    assert is_custom_kernel(name, {identifier[1]}) == (identifier[0] not in {"at", "cutlass"})
+
+
+def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_it() -> None:
+    """A decoy kernel named after the library kernel that does the work (judge-hardening #10): the
+    profiler links each kernel to the operator it was launched from, and a kernel launched from
+    inside aten::mm is cuBLAS's, whatever the candidate named its own."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from kernelcraft.judge.coverage import device_share
+
+    def event(id_: int, name: str, device: DeviceType, us: float = 0.0, link: int = 0, note: bool = False):
+        return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),
+                               linked_correlation_id=link, is_user_annotation=note)
+
+    library = "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNN"
+    events = [
+        event(1, "kernelcraft_forward", DeviceType.CPU, note=True),
+        event(2, "aten::matmul", DeviceType.CPU),
+        event(3, "aten::mm", DeviceType.CPU),
+        event(4, "kernelcraft_custom::triton:" + library, DeviceType.CPU, note=True),
+        event(10, library, DeviceType.CUDA, us=990.0, link=3),  # cuBLAS's, launched by aten::mm
+        event(11, library, DeviceType.CUDA, us=10.0, link=4),  # the decoy, launched by the candidate
+        event(12, "kernelcraft_forward", DeviceType.CUDA, us=1000.0, link=1, note=True),
+    ]
+    share = device_share(events, {library})
+    assert share.device_us == 1000.0 and share.coverage == pytest.approx(0.01)
+    assert share.custom_kernels == [library] and share.top_other == [(library, 990.0)]
+    # the same kernels when the candidate launched both (no operator around the launch): all its own
+    events[4].linked_correlation_id = 0
+    assert device_share(events, {library}).coverage == 1.0

@@ -36,3 +36,31 @@ def test_full_size_softmax_of_the_sample_is_degenerate(gpu_pool: LocalPool, samp
     report = gpu_pool.judges[0].vet(load_task_file(sample / "level1" / "23_Softmax.py"))
     assert report["degenerate"]
     assert "zeros_pass" in {f["code"] for f in report["findings"]}
+
+
+@pytest.mark.gpu
+def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPool) -> None:
+    """judge-hardening #10: cuBLAS does the product and the candidate's one small kernel bears the name
+    of cuBLAS's kernel, which a coverage reject prints. The profiler links the big kernel to the
+    aten::mm that launched it, so it stays the library's."""
+    import torch
+
+    redteam = Path(__file__).parent / "redteam"
+    task = load_task_file(redteam / "tasks" / "matmul.py")
+    sizes = task.sizes_for("cuda")
+    a = torch.randn(sizes["M"], sizes["K"], device="cuda")
+    b = torch.randn(sizes["K"], sizes["N"], device="cuda")
+    torch.matmul(a, b)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.matmul(a, b)
+        torch.cuda.synchronize()
+    library = max((e for e in prof.events() if e.device_type.name == "CUDA"),
+                  key=lambda e: e.time_range.end - e.time_range.start).name
+    if not library.isidentifier():
+        pytest.skip(f"this device's matmul kernel has no plain name to imitate: {library[:80]}")
+    decoy = (redteam / "candidates" / "10_decoy_trivial_part_gpu.py").read_text().replace("_epilogue_kernel", library)
+    v = evaluate_all(gpu_pool, [Job(task, decoy, tag="decoy")])["decoy"].verdict
+    assert v is not None
+    coverage = v.stage("audit").details["coverage"]
+    assert coverage["top_other"][0][0] == library[:80], coverage
+    assert v.coverage < 0.05 and (v.status is Status.HACK_DETECTED or "low_coverage" in {f.code for f in v.flags})
