@@ -32,7 +32,7 @@ from kernelcraft.judge import TimingConfig  # noqa: E402
 from kernelcraft.judge.timing import Clock  # noqa: E402
 from kernelcraft.search.gemm_space import config_from_dict, render_config  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
-from kernelcraft.tasks import Shape, hgemm_task, parse_shapes  # noqa: E402
+from kernelcraft.tasks import hgemm_task, parse_shapes  # noqa: E402
 
 
 def queued_ms(clock: Clock, fn: Callable[..., Any], args: list[Any]) -> float:
@@ -59,7 +59,7 @@ def main() -> None:
         run_id = template_runs(store, device_name)[-1].id
         rows = [r for r in rows_of(store, run_id, device_name)[0] if r.vs_matmul is not None]
     if args.shapes:
-        wanted = {f"{s.m}x{s.n}x{s.k}" for s in parse_shapes(args.shapes)}
+        wanted = {str(s) for s in parse_shapes(args.shapes)}
         rows = [r for r in rows if r.shape in wanted]
     else:
         rows = sorted(rows, key=lambda r: r.vs_matmul)[:args.worst]
@@ -67,11 +67,11 @@ def main() -> None:
     print(f"device: {device_name}, torch {torch.__version__}; run {run_id}; median of {args.iters} interleaved calls")
     print(f"{'shape':>18} {'judged':>7} {'judge us':>17} {'ratio':>6} {'device us':>17} {'ratio':>6}  kernel")
     for r in rows:
-        m, n, k = map(int, r.shape.split("x"))
+        shape = parse_shapes(r.shape)[0]
         model = module_from_source(render_config(config_from_dict(json.loads(r.config))), f"gap_{r.shape}").ModelNew()
-        reference = module_from_source(hgemm_task(Shape(m, n, k)).source, f"ref_{r.shape}").Model().to(dev)
-        a = torch.randn(m, k, device=dev, dtype=torch.float16)
-        b = torch.randn(k, n, device=dev, dtype=torch.float16)
+        reference = module_from_source(hgemm_task(shape).source, f"ref_{r.shape}").Model().to(dev)
+        a = torch.randn(shape.m, shape.k, device=dev, dtype=torch.float16)
+        b = torch.randn(shape.k, shape.n, device=dev, dtype=torch.float16)
         for _ in range(5):
             out = model(a, b)
         torch.testing.assert_close(out, reference(a, b), atol=2e-1, rtol=2e-2)

@@ -447,7 +447,8 @@ class Judge:
             reject = f"coverage {v.coverage:.0%}: the candidate's kernels did none of the device work"
             if a.get("top_other"):  # say where it went: a library's kernel launched from the candidate's own code
                 reject += (f" (it went to {a['top_other'][0][0]}; a kernel is the candidate's when its source defines it "
-                           "under its own name, outside a library's namespace)")
+                           "under its own name, outside a library's namespace, and its own code, not a PyTorch operator, "
+                           "launches it)")
         if reject:
             audit.ok, audit.message = False, reject
             v.stages.append(audit)
