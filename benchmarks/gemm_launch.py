@@ -11,14 +11,20 @@ counted in full. This benchmark times, per shape and under that same clock:
   tma_pre   the same, descriptors cached by (address, shape, strides)
   tmpl      the template strategy's candidate (`gemm_templates.render`), Triton's runner
   tmpl_cpp  the same candidate as judged: after a shape's first call, its kernels launched from C++
+  counted   tmpl_cpp with the judge's launch counter wrapped around its extension's functions
+Every call runs under torch.no_grad(), as the judge's timed calls do. With --verdicts, the judge then
+evaluates the tmpl_cpp candidate on each shape's hgemm task: its own medians and speedup, taken in a
+sandboxed worker, sit next to the in-process numbers above (what the worker adds, if anything).
 
-    python benchmarks/gemm_launch.py --shapes 64x64x64,256x256x256,1024x1024x1024
+    python benchmarks/gemm_launch.py --shapes 64x64x64,256x256x256,1024x1024x1024 --verdicts
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -26,10 +32,11 @@ import triton
 import triton.language as tl
 
 from kernelbench_style import module_from_source  # a sibling script: benchmarks run as `python benchmarks/X.py`
-from kernelcraft.judge import TimingConfig
+from kernelcraft.judge import Judge, TimingConfig
+from kernelcraft.judge.launches import LaunchCounter
 from kernelcraft.judge.timing import Clock
 from kernelcraft.search.gemm_templates import GemmConfig, render
-from kernelcraft.tasks.hgemm import parse_shapes
+from kernelcraft.tasks.hgemm import hgemm_task, parse_shapes
 
 
 @triton.jit
@@ -116,37 +123,73 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
             "tma_pre": lambda a, b: tma(a, b, cache=True)}
 
 
+def template_source(m: int, n: int, k: int) -> str:
+    """The template candidate this benchmark times for a shape (one fixed tile rule, not tuned)."""
+    return render(GemmConfig(*_tiles(m, n, k), group_m=8, stages=3, warps=4))
+
+
 def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
-    """The template's candidates, one module per tile size and launch path (C++ launcher or not)."""
+    """The template's candidates, one module per tile size and launch path: Triton's runner, the C++
+    launcher, the C++ launcher behind the judge's launch counter."""
     models: dict[Any, Any] = {}
 
-    def model(tiles: tuple[int, int, int], native: bool) -> Any:
-        if (tiles, native) not in models:
-            module = module_from_source(render(GemmConfig(*tiles, group_m=8, stages=3, warps=4)),
-                                        f"tmpl_{'_'.join(map(str, tiles))}_{int(native)}")
-            if not native:
+    def model(shape: tuple[int, int, int], path: str) -> Any:
+        tiles = _tiles(*shape)
+        if (tiles, path) not in models:
+            module = module_from_source(template_source(*shape), f"tmpl_{'_'.join(map(str, tiles))}_{path}")
+            model = module.ModelNew()
+            if path == "tmpl":
                 module._NATIVE["module"] = None
-            models[tiles, native] = module.ModelNew()
-        return models[tiles, native]
+            elif path == "counted" and module._NATIVE["module"] is not None:
+                # as the judge's worker does with every function of an extension the candidate builds
+                LaunchCounter().instrument_extension(module._NATIVE["module"], ["run", "add_plan", "add_launch"])
+            models[tiles, path] = model
+        return models[tiles, path]
 
-    def call(native: bool) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-        return lambda a, b: model(_tiles(a.shape[0], b.shape[1], a.shape[1]), native)(a, b)
+    def call(path: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        return lambda a, b: model((a.shape[0], b.shape[1], a.shape[1]), path)(a, b)
 
-    return {"tmpl": call(False), "tmpl_cpp": call(True)}
+    return {path: call(path) for path in ("tmpl", "tmpl_cpp", "counted")}
+
+
+def print_verdicts(shapes: list) -> None:
+    """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
+    judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
+    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'speedup':>8} {'band':>12}  launches (profiled call)")
+    try:
+        for s in shapes:
+            v = judge.evaluate(hgemm_task(s), template_source(s.m, s.n, s.k))
+            if v.candidate is None or v.reference is None:
+                print(f"{str(s):>16} {v.status.value:>9}  {v.message[:100]}")
+                continue
+            audit = v.stage("audit")
+            calls = (audit.details.get("coverage") or {}).get("calls") if audit else None
+            band = f"{v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f}" if v.speedup_band else "-"
+            print(f"{str(s):>16} {v.status.value:>9} {v.candidate.median_ms * 1000:9.1f} {v.reference.median_ms * 1000:9.1f} "
+                  f"{v.speedup:7.3f}x {band:>12}  {calls}")
+    finally:
+        judge.close()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="64x64x64,256x256x256,512x512x512,1024x1024x1024,128x64x16384")
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--verdicts", action="store_true", help="Also judge each shape's tmpl_cpp candidate.")
     args = ap.parse_args()
+    torch.set_grad_enabled(False)  # the judge times every call under torch.no_grad()
     dev = torch.device("cuda")
     clock = Clock(dev, TimingConfig())
     fns = {**paths(), **template_paths()}
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    native = module_from_source(template_source(64, 64, 64), "tmpl_probe")
+    native.ModelNew()
+    launcher = "built" if native._NATIVE["module"] is not None else f"unavailable (CUDA_HOME {native.CUDA_HOME})"
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+          f"the template's C++ launcher: {launcher}")
     print("median us per call under the judge's clock (flush, sync, start, call, sync, end)")
     print(f"{'shape':>16} " + " ".join(f"{n:>9}" for n in fns))
-    for s in parse_shapes(args.shapes):
+    shapes = parse_shapes(args.shapes)
+    for s in shapes:
         a = torch.randn(s.m, s.k, device=dev, dtype=torch.float16)
         b = torch.randn(s.k, s.n, device=dev, dtype=torch.float16)
         ref = torch.matmul(a, b)
@@ -159,6 +202,8 @@ def main() -> None:
             ms = [clock.time_call(fn, [a, b])[0] for _ in range(args.iters)]
             row.append(statistics.median(ms) * 1000)
         print(f"{s.m}x{s.n}x{s.k}".rjust(16) + " " + " ".join(f"{v:9.1f}" for v in row))
+    if args.verdicts:
+        print_verdicts(shapes)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ slows it. This benchmark times torch.matmul (one process, the judge's `Clock`) u
   cuda_init   processes that start, create a CUDA context, allocate and exit, one after another
               in two lanes (worker starts and task setup, which the device lock does not cover)
   gpu_work    a process launching small kernels back to back (what the device lock keeps away)
+  profiled    no neighbour: this process ran the judge's coverage profile (torch.profiler with CUDA
+              activity) once before; it runs last, since a process cannot be un-profiled
 
     python benchmarks/timing_contention.py --shapes 256x64x128,4096x4096x4096
 """
@@ -27,6 +29,8 @@ from typing import Iterator
 import torch
 
 from kernelcraft.judge import TimingConfig
+from kernelcraft.judge.coverage import profile_call
+from kernelcraft.judge.launches import LaunchCounter
 from kernelcraft.judge.timing import Clock
 from kernelcraft.tasks.hgemm import Shape, parse_shapes
 
@@ -40,6 +44,11 @@ GPU_WORK = ("import torch\nx = torch.ones(1 << 16, device='cuda')\n"
 def load(kind: str) -> Iterator[None]:
     """Run `kind` of neighbour in other processes for the duration of the block."""
     if kind == "quiet":
+        yield
+        return
+    if kind == "profiled":
+        a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        profile_call(torch.matmul, [a, a], LaunchCounter(), torch.device("cuda"))
         yield
         return
     if kind == "cpu":
@@ -73,14 +82,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="256x64x128,2048x2048x2048")
     ap.add_argument("--calls", type=int, default=400)
-    ap.add_argument("--loads", default="quiet,cpu,cuda_init,gpu_work")
+    ap.add_argument("--loads", default="quiet,cpu,cuda_init,gpu_work,profiled")
     args = ap.parse_args()
+    loads = args.loads.split(",")
+    loads = [k for k in loads if k != "profiled"] + ["profiled"] * ("profiled" in loads)
     if not torch.cuda.is_available():
         raise SystemExit("timing_contention needs a CUDA device")
     shapes = parse_shapes(args.shapes)
     print(f"torch.matmul under the judge's clock on {torch.cuda.get_device_name()}, {args.calls} calls; us: median (q1-q3)")
     print(f"{'load':<10} " + " ".join(f"{f'{s.m}x{s.n}x{s.k}':>24}" for s in shapes))
-    for kind in args.loads.split(","):
+    for kind in loads:
         cells = []
         with load(kind):
             for s in shapes:

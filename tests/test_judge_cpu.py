@@ -317,32 +317,44 @@ def test_coverage_knows_a_kernel_by_its_function_name_mangled_or_not(name: str, 
 
 
 def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_it() -> None:
-    """A decoy kernel named after the library kernel that does the work (judge-hardening #10): the
-    profiler links each kernel to the operator it was launched from, and a kernel launched from
-    inside aten::mm is cuBLAS's, whatever the candidate named its own."""
+    """A decoy kernel named after the library kernel that does the work (judge-hardening #10). The
+    events are shaped as torch 2.11's profiler gave them on an H100: a device kernel carries the id of
+    the host call that launched it (cuLaunchKernelEx), whose parent range is aten::mm for cuBLAS's
+    kernel and the judge's kernelcraft_custom range for the candidate's. Operator ids and call ids
+    are counted apart, so an operator may share a kernel's id."""
     from types import SimpleNamespace
 
     from torch.autograd import DeviceType
 
     from kernelcraft.judge.coverage import device_share
 
-    def event(id_: int, name: str, device: DeviceType, us: float = 0.0, link: int = 0, note: bool = False):
+    def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None, note: bool = False):
         return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),
-                               linked_correlation_id=link, is_user_annotation=note)
+                               cpu_parent=parent, is_user_annotation=note)
 
-    library = "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNN"
+    library = "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT"
+    forward = event(1, "kernelcraft_forward", DeviceType.CPU, note=True)
+    matmul = event(2, "aten::matmul", DeviceType.CPU, parent=forward)
+    mm = event(16, "aten::mm", DeviceType.CPU, parent=matmul)
+    judge_range = event(4, "kernelcraft_custom::triton:" + library, DeviceType.CPU, parent=forward, note=True)
+    mislabelled = event(22, "cuLaunchKernelEx", DeviceType.CPU, parent=forward, note=True)  # a candidate's own range
     events = [
-        event(1, "kernelcraft_forward", DeviceType.CPU, note=True),
-        event(2, "aten::matmul", DeviceType.CPU),
-        event(3, "aten::mm", DeviceType.CPU),
-        event(4, "kernelcraft_custom::triton:" + library, DeviceType.CPU, note=True),
-        event(10, library, DeviceType.CUDA, us=990.0, link=3),  # cuBLAS's, launched by aten::mm
-        event(11, library, DeviceType.CUDA, us=10.0, link=4),  # the decoy, launched by the candidate
-        event(12, "kernelcraft_forward", DeviceType.CUDA, us=1000.0, link=1, note=True),
+        forward, matmul, mm, judge_range, mislabelled,
+        event(15, "cudaMemsetAsync", DeviceType.CPU, parent=mm),
+        event(15, "Memset (Device)", DeviceType.CUDA, us=1.0),
+        event(16, "cuLaunchKernelEx", DeviceType.CPU, parent=mm),
+        event(16, library, DeviceType.CUDA, us=989.0),  # cuBLAS's, launched by aten::mm
+        event(22, "cuLaunchKernelEx", DeviceType.CPU, parent=judge_range),
+        event(22, library, DeviceType.CUDA, us=10.0),  # the decoy, launched by the candidate
+        event(1, "kernelcraft_forward", DeviceType.CUDA, us=1000.0, note=True),
     ]
     share = device_share(events, {library})
     assert share.device_us == 1000.0 and share.coverage == pytest.approx(0.01)
-    assert share.custom_kernels == [library] and share.top_other == [(library, 990.0)]
-    # the same kernels when the candidate launched both (no operator around the launch): all its own
-    events[4].linked_correlation_id = 0
-    assert device_share(events, {library}).coverage == 1.0
+    assert share.custom_kernels == [library] and share.top_other == [(library, 989.0), ("Memset (Device)", 1.0)]
+    # the candidate's own code launched both kernels (an extension function, no operator in between): all its own
+    events[7].cpu_parent = judge_range
+    assert device_share(events, {library}).coverage == pytest.approx(0.999)
+    # an extension function that calls at::mm itself: the operator is the innermost range, so the kernel is PyTorch's
+    mm.cpu_parent = judge_range
+    events[7].cpu_parent = mm
+    assert device_share(events, {library}).coverage == pytest.approx(0.01)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import STAGES, Job, LocalPool, Result, Status
-from kernelcraft.tasks import load_task_file, resolve_task
+from kernelcraft.tasks import Shape, Task, hgemm_task, load_task_file, resolve_task
+from kernelcraft.tasks.runtime import exec_module, make_inputs, torch_dtype
 
 from .conftest import CANDIDATES, evaluate_all
 
@@ -38,26 +39,33 @@ def test_full_size_softmax_of_the_sample_is_degenerate(gpu_pool: LocalPool, samp
     assert "zeros_pass" in {f["code"] for f in report["findings"]}
 
 
-@pytest.mark.gpu
-def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPool) -> None:
-    """judge-hardening #10: cuBLAS does the product and the candidate's one small kernel bears the name
-    of cuBLAS's kernel, which a coverage reject prints. The profiler links the big kernel to the
-    aten::mm that launched it, so it stays the library's."""
+def _library_kernel(task: Task) -> str:
+    """The name of the kernel torch.matmul spends the most device time in on this task's inputs."""
     import torch
 
-    redteam = Path(__file__).parent / "redteam"
-    task = load_task_file(redteam / "tasks" / "matmul.py")
-    sizes = task.sizes_for("cuda")
-    a = torch.randn(sizes["M"], sizes["K"], device="cuda")
-    b = torch.randn(sizes["K"], sizes["N"], device="cuda")
+    module = exec_module(task.source, "task.py", "decoy_task", task.sizes_for("cuda"))
+    a, b = make_inputs(module, 0, torch.device("cuda"), torch_dtype(task.meta.dtype))
     torch.matmul(a, b)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.matmul(a, b)
         torch.cuda.synchronize()
-    library = max((e for e in prof.events() if e.device_type.name == "CUDA"),
-                  key=lambda e: e.time_range.end - e.time_range.start).name
-    if not library.isidentifier():
-        pytest.skip(f"this device's matmul kernel has no plain name to imitate: {library[:80]}")
+    return max((e for e in prof.events() if e.device_type.name == "CUDA"),
+               key=lambda e: e.time_range.end - e.time_range.start).name
+
+
+@pytest.mark.gpu
+def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPool) -> None:
+    """judge-hardening #10: cuBLAS does the product and the candidate's one small kernel bears the name
+    of cuBLAS's kernel, which a coverage reject prints. The profiler links the big kernel to the
+    aten::mm that launched it, so it stays the library's. The fp32 product's kernel is a templated
+    CUTLASS name on some devices (an H100's), which a Triton kernel cannot take: then the fp16 one."""
+    redteam = Path(__file__).parent / "redteam"
+    for task in (load_task_file(redteam / "tasks" / "matmul.py"), hgemm_task(Shape(4096, 4096, 4096))):
+        library = _library_kernel(task)
+        if library.isidentifier():
+            break
+    else:
+        pytest.skip(f"this device's matmul kernels have no plain name to imitate: {library[:80]}")
     decoy = (redteam / "candidates" / "10_decoy_trivial_part_gpu.py").read_text().replace("_epilogue_kernel", library)
     v = evaluate_all(gpu_pool, [Job(task, decoy, tag="decoy")])["decoy"].verdict
     assert v is not None

@@ -82,30 +82,48 @@ class DeviceShare:
     top_other: list[tuple[str, float]]  # the three largest other kernels: (name, us)
 
 
-def _launched_by_torch(events: list[Any]) -> set[int]:
-    """Ids of the PyTorch operators (aten::mm...) on the host timeline. The profiler links each kernel to
-    the innermost operator running when it was launched, so a kernel linked to one of these is
-    PyTorch's (or cuBLAS's, launched by PyTorch), whatever the candidate named its own kernels: a
-    decoy kernel named after the library kernel that does the work gets no credit for it."""
-    return {e.id for e in events if e.device_type == DeviceType.CPU and "::" in e.name
-            and not e.name.startswith("kernelcraft_") and not getattr(e, "is_user_annotation", False)}
+def _is_note(e: Any) -> bool:
+    return bool(getattr(e, "is_user_annotation", False))
+
+
+def _launch_calls(events: list[Any]) -> dict[int, Any]:
+    """The host-side calls that put work on the device (cudaLaunchKernel, cuLaunchKernelEx,
+    cudaMemsetAsync...), by correlation id: the profiler gives a device event the id of the runtime
+    or driver call that launched it. Operators ("aten::mm") and annotations are not such calls."""
+    return {e.id: e for e in events if e.device_type == DeviceType.CPU and e.name.startswith("cu") and "::" not in e.name
+            and not _is_note(e)}
+
+
+def _launched_by_torch(call: Any) -> bool:
+    """Whether the innermost range around a launch call is a PyTorch operator (aten::mm...) rather
+    than one of the judge's `kernelcraft_custom::` ranges around the candidate's own launches. Such a
+    kernel is PyTorch's (or cuBLAS's, launched by PyTorch), whatever the candidate named its own
+    kernels: a decoy named after the library kernel that does the work gets no credit for it."""
+    parent = getattr(call, "cpu_parent", None)
+    while parent is not None:
+        if parent.name.startswith("kernelcraft_custom::"):
+            return False
+        if "::" in parent.name and not parent.name.startswith("kernelcraft_") and not _is_note(parent):
+            return True
+        parent = getattr(parent, "cpu_parent", None)
+    return False
 
 
 def device_share(events: list[Any], kernel_names: set[str]) -> DeviceShare:
     """The share of device time in kernels the candidate defined and launched itself."""
-    torch_ops = _launched_by_torch(events)
+    calls = _launch_calls(events)
     # Device-side events are kernels, copies and fills; the judge's own record_function ranges
     # also appear on the device timeline as annotations and are not work.
     kernels = [e for e in events if e.device_type == DeviceType.CUDA and not e.name.startswith("kernelcraft_")
-               and not getattr(e, "is_user_annotation", False)]
+               and not _is_note(e)]
     total = custom = 0.0
     custom_names: set[str] = set()
     other: dict[str, float] = {}
     for e in kernels:
         us = float(e.time_range.end - e.time_range.start)
         total += us
-        link = getattr(e, "linked_correlation_id", 0)
-        if is_custom_kernel(e.name, kernel_names) and not (link > 0 and link in torch_ops):
+        call = calls.get(e.id)
+        if is_custom_kernel(e.name, kernel_names) and not (call is not None and _launched_by_torch(call)):
             custom += us
             custom_names.add(kernel_identifier(e.name)[1])
         else:

@@ -6,7 +6,8 @@ does), so it runs on a bare GPU machine. Roles:
 - reference (trusted): reference outputs for the secret seeds, FLOPs and bytes, timing alone,
   eager vs torch.compile baselines, device ceilings.
 - candidate: build and load the candidate, run it on the secret seeds (outputs go to files the
-  parent compares), one profiled call, ABAB timing against the reference with spot checks.
+  parent compares), ABAB timing against the reference with spot checks, then the profiled calls
+  (last: the profiler leaves CUPTI attached to the process, which slows every later call).
 """
 
 from __future__ import annotations
