@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from ..tasks import Task
+from .ceilings import best_of
 from .compare import compare_outputs
 from .config import JudgeConfig
 from .device import describe_device
@@ -50,15 +51,6 @@ class DeviceUnavailable(Exception):
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
-
-
-def _best_ceilings(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """The higher of two measurements of each ceiling: a ceiling is what the device can do at best."""
-    if not old:
-        return new
-    peaks = {k: max(old["peak_flops"].get(k, 0.0), v) for k, v in new["peak_flops"].items()}
-    return {"bandwidth_bytes_per_s": max(old["bandwidth_bytes_per_s"], new["bandwidth_bytes_per_s"]),
-            "peak_flops": peaks, "max_flops": max(peaks.values())}
 
 
 def _status_of(name: str) -> Status:
@@ -267,7 +259,7 @@ class Judge:
             key = f"{self.device}|{describe_device(self.device, self.device_index).name}|{torch.__version__}"
             if key not in cached or refresh:
                 (a,) = self._trusted_call(None, [{"op": "ceilings"}], timed_ops={"ceilings"})
-                cached[key] = _best_ceilings(cached.get(key), a["ceilings"])
+                cached[key] = best_of(cached.get(key), a["ceilings"])
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(cached, indent=1))
                 tmp.replace(path)
