@@ -25,6 +25,7 @@ import argparse
 import statistics
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
@@ -36,7 +37,7 @@ from kernelcraft.judge import Judge, TimingConfig
 from kernelcraft.judge.launches import LaunchCounter
 from kernelcraft.judge.timing import Clock
 from kernelcraft.search.gemm_templates import GemmConfig, render
-from kernelcraft.tasks.hgemm import hgemm_task, parse_shapes
+from kernelcraft.tasks.hgemm import Shape, hgemm_task, parse_shapes
 
 
 @triton.jit
@@ -141,8 +142,11 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
             if path == "tmpl":
                 module._NATIVE["module"] = None
             elif path == "counted" and module._NATIVE["module"] is not None:
-                # as the judge's worker does with every function of an extension the candidate builds
-                LaunchCounter().instrument_extension(module._NATIVE["module"], ["run", "add_plan", "add_launch"])
+                # the judge's wrapper around an extension function; on a stand-in, since every template
+                # module in this process shares the one launcher extension
+                ext = module._NATIVE["module"]
+                module._NATIVE["module"] = SimpleNamespace(run=LaunchCounter().wrap("ext:run", ext.run),
+                                                           add_plan=ext.add_plan, add_launch=ext.add_launch)
             models[tiles, path] = model
         return models[tiles, path]
 
@@ -152,7 +156,7 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
     return {path: call(path) for path in ("tmpl", "tmpl_cpp", "counted")}
 
 
-def print_verdicts(shapes: list) -> None:
+def print_verdicts(shapes: list[Shape]) -> None:
     """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
     judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
     print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'speedup':>8} {'band':>12}  launches (profiled call)")

@@ -56,8 +56,8 @@ def _library_kernel(task: Task) -> str:
 @pytest.mark.gpu
 def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPool) -> None:
     """judge-hardening #10: cuBLAS does the product and the candidate's one small kernel bears the name
-    of cuBLAS's kernel, which a coverage reject prints. The profiler links the big kernel to the
-    aten::mm that launched it, so it stays the library's. The fp32 product's kernel is a templated
+    of cuBLAS's kernel, which a coverage reject prints. The big kernel's launch call ran inside the
+    aten::mm, so it stays the library's. The fp32 product's kernel is a templated
     CUTLASS name on some devices (an H100's), which a Triton kernel cannot take: then the fp16 one."""
     redteam = Path(__file__).parent / "redteam"
     for task in (load_task_file(redteam / "tasks" / "matmul.py"), hgemm_task(Shape(4096, 4096, 4096))):
