@@ -443,9 +443,9 @@ class Judge:
                                                 f"({first:.2f}x); timed again: {again:.2f}x slower ({v.speedup:.2f}x)"))
         # coverage: profiled calls (a measurement, so the device is ours), after the timed ones: the
         # profiler leaves CUPTI attached to the worker, and every later launch and synchronisation
-        # pays its callbacks (a 64x64x64 torch.matmul timed at 84 us instead of 31 on an H100), which
-        # squeezes every short call's speedup towards 1. Zero launches of the candidate's own
-        # kernels is a reject.
+        # pays its callbacks (a 256x64x128 torch.matmul timed at 76 us instead of 29 on an H100,
+        # benchmarks/timing_contention.py), which squeezes every short call's speedup towards 1.
+        # Zero launches of the candidate's own kernels is a reject.
         with self._device():
             a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0], "kernel_names": sorted(static_names)},
                            timeouts.profile, Status.RUNTIME_ERROR)
