@@ -159,7 +159,7 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
 def print_verdicts(shapes: list[Shape]) -> None:
     """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
     judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
-    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'speedup':>8} {'band':>12}  launches (profiled call)")
+    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12}  launches (profiled call)")
     try:
         for s in shapes:
             v = judge.evaluate(hgemm_task(s), template_source(s.m, s.n, s.k))
@@ -169,8 +169,10 @@ def print_verdicts(shapes: list[Shape]) -> None:
             audit = v.stage("audit")
             calls = (audit.details.get("coverage") or {}).get("calls") if audit else None
             band = f"{v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f}" if v.speedup_band else "-"
+            host = v.stage("timing").details.get("host_ms") or {}
+            host_us = f"{host.get('candidate', 0) * 1000:.1f}/{host.get('reference', 0) * 1000:.1f}"
             print(f"{str(s):>16} {v.status.value:>9} {v.candidate.median_ms * 1000:9.1f} {v.reference.median_ms * 1000:9.1f} "
-                  f"{v.speedup:7.3f}x {band:>12}  {calls}")
+                  f"{host_us:>13} {v.speedup:7.3f}x {band:>12}  {calls}")
     finally:
         judge.close()
 
@@ -190,22 +192,28 @@ def main() -> None:
     launcher = "built" if native._NATIVE["module"] is not None else f"unavailable (CUDA_HOME {native.CUDA_HOME})"
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
           f"the template's C++ launcher: {launcher}")
-    print("median us per call under the judge's clock (flush, sync, start, call, sync, end)")
+    print("median us per call under the judge's clock (flush, sync, start, call, sync, end); "
+          "then, per shape, the host part (start event to the call's return)")
     print(f"{'shape':>16} " + " ".join(f"{n:>9}" for n in fns))
     shapes = parse_shapes(args.shapes)
     for s in shapes:
         a = torch.randn(s.m, s.k, device=dev, dtype=torch.float16)
         b = torch.randn(s.k, s.n, device=dev, dtype=torch.float16)
         ref = torch.matmul(a, b)
-        row = []
+        row, host = [], []
         for name, fn in fns.items():
             for _ in range(5):
                 out = fn(a, b)
             if name != "clock":
                 torch.testing.assert_close(out, ref, atol=2e-1, rtol=2e-2)
-            ms = [clock.time_call(fn, [a, b])[0] for _ in range(args.iters)]
+            ms, host_ms = [], []
+            for _ in range(args.iters):
+                ms.append(clock.time_call(fn, [a, b])[0])
+                host_ms.append(clock.host_ms)
             row.append(statistics.median(ms) * 1000)
+            host.append(statistics.median(host_ms) * 1000)
         print(f"{s.m}x{s.n}x{s.k}".rjust(16) + " " + " ".join(f"{v:9.1f}" for v in row))
+        print("host".rjust(16) + " " + " ".join(f"{v:9.1f}" for v in host))
     if args.verdicts:
         print_verdicts(shapes)
 

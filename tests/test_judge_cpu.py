@@ -71,7 +71,11 @@ def test_honest_cpp_candidate_is_correct_and_timed(cpu_judge: Judge) -> None:
     assert v.speedup_band[0] <= v.speedup <= v.speedup_band[1]
     assert v.coverage is not None and v.coverage > 0.5
     assert v.errors["max_abs"] <= 1e-4
-    assert v.stage("timing").details["spot_checks"] >= 1
+    timing = v.stage("timing").details
+    assert timing["spot_checks"] >= 1
+    # On the CPU a call's time is all host time: the host part's median is the sample median.
+    assert timing["host_ms"]["candidate"] == pytest.approx(v.candidate.median_ms)
+    assert timing["host_ms"]["reference"] == pytest.approx(v.reference.median_ms)
     assert v.trusted_reference is not None and v.env["torch"]
     audit = v.stage("audit").details
     assert audit["bytes"] == 2 * 4 * 4194304 and audit["bytes_floor_ms"] > 0

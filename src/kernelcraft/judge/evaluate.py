@@ -514,7 +514,7 @@ class Judge:
         timing_stage = v.stages[-1]
         timing_stage.details = {"iterations": len(a["samples"]["candidate"]), "spot_checks": a["spot_checks"], "lock_wait_s": waited,
                                 "noise": noise, "clocks": a["clocks"], "remeasured": remeasured,
-                                "phases_s": a.get("phases_s")}
+                                "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms")}
         v.env["clocks"] = a["clocks"]
 
     def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any],

@@ -27,13 +27,21 @@ _roll = torch.roll
 
 class Clock:
     """Times one call: L2 flushed, device idle at the start, whole device synchronised before the end event.
-    With `pause` (the server scenario), the device then idles for the pause, which is not timed."""
+    With `pause` (the server scenario), the device then idles for the pause, which is not timed.
+    `host_ms` is the last call's host time until it returned (on CUDA: from the start event on), the
+    part of a short call's time that is launch overhead rather than kernel."""
 
     def __init__(self, device: torch.device, cfg: TimingConfig, pause: Callable[[], None] | None = None) -> None:
         self.cuda = device.type == "cuda"
         nbytes = cfg.flush_bytes if self.cuda else cfg.cpu_flush_bytes
         self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
         self.pause = pause
+        self.host_ms = 0.0
+        if self.cuda:
+            # Made (and recorded once, which creates them) here, so creating them is not timed.
+            self.start, self.end = _Event(enable_timing=True), _Event(enable_timing=True)
+            _record(self.start)
+            _record(self.end)
 
     def time_call(self, fn: Callable[..., Any], args: list[Any]) -> tuple[float, Any]:
         self.flush_buf.zero_()
@@ -43,16 +51,18 @@ class Clock:
             self.pause()
         if self.cuda:
             _sync()
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _record(start)
+            t0 = _perf_ns()
+            _record(self.start)
             out = fn(*args)
+            self.host_ms = (_perf_ns() - t0) / 1e6
             _sync()  # work on side streams and threads is counted
-            _record(end)
-            _event_sync(end)
-            return float(_elapsed(start, end)), out
+            _record(self.end)
+            _event_sync(self.end)
+            return float(_elapsed(self.start, self.end)), out
         t0 = _perf_ns()
         out = fn(*args)
-        return (_perf_ns() - t0) / 1e6, out
+        self.host_ms = (_perf_ns() - t0) / 1e6
+        return self.host_ms, out
 
 
 def server_pause(qps: float, rng: random.Random) -> Callable[[], None]:
@@ -112,9 +122,11 @@ def run_interleaved(
     cfg: TimingConfig,
     rng: random.Random,
     after_call: AfterCall,
+    host_ms: dict[str, list[float]] | None = None,
 ) -> tuple[dict[str, list[float]], list[int]]:
     """Time `sides` ABAB... over rotating fresh inputs. Returns samples (ms) per side, first
-    timed sample discarded, and the iteration indices at which `after_call` was told to spot-check."""
+    timed sample discarded, and the iteration indices at which `after_call` was told to spot-check.
+    `host_ms`, if given, receives each kept sample's host time (Clock.host_ms) per side."""
     r = len(input_sets)
     warm = {name: 0.0 for name, _ in sides}
     calls = 0
@@ -134,6 +146,8 @@ def run_interleaved(
         for name, ms, out, args in _round(sides, input_sets[i % r], clock, cfg, rng):
             if i > 0:  # the first timed sample is discarded
                 samples[name].append(ms)
+                if host_ms is not None:
+                    host_ms.setdefault(name, []).append(clock.host_ms)
             after_call(name, i if i in spots else 0, out, args)
             del out
     return samples, spots

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import sys
 import time
 import traceback
@@ -459,10 +460,11 @@ class Worker:
         before = clock_info()
         t1 = time.perf_counter()
         self.threads.arm()
+        host: dict[str, list[float]] = {}
         with torch.no_grad():
             try:
                 samples, spots = run_interleaved([("candidate", self.model), ("reference", self.reference)], sets,
-                                                 clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call)
+                                                 clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call, host)
             except Rejection:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -474,6 +476,7 @@ class Worker:
         t2 = time.perf_counter()
         return {"ok": True, "samples": samples, "spot_checks": spot["checked"], "spot_iterations": spots,
                 "clocks": {"before": before, "after": clock_info()},
+                "host_ms": {name: statistics.median(xs) for name, xs in host.items()},
                 "phases_s": {"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2}}
 
 
