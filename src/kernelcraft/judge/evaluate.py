@@ -32,7 +32,7 @@ from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
 from .static import check_source
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "2"  # 2: binary_exact and guard_zones checks, the server timing scenario
+JUDGE_VERSION = "3"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls
 
 
 _BASELINE_KINDS = {"reference": "eager", "compiled": "compile", "tunableop": "tunableop"}
