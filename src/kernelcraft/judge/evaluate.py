@@ -495,7 +495,8 @@ class Judge:
             first = ref_t.median_ms / cand_t.median_ms
             remeasured = None
             if first > cfg.timing.remeasure_above:
-                _, ref_t, cand_t = self._measure(w, v, cmd, timeouts.timing)
+                # The second measurement is kept: its times, and the stage's details (iterations, host times).
+                a, ref_t, cand_t = self._measure(w, v, cmd, timeouts.timing)
                 v.stages.pop()
                 remeasured = ref_t.median_ms / cand_t.median_ms
                 if abs(remeasured - first) > 0.1 * first:
