@@ -66,10 +66,14 @@ class ModelNew(nn.Module):
         return out
 '''
 FAST_KERNEL = KERNEL.replace("BLOCKSIZE", "32768").replace("SCALE", "2.0")  # one launch: several times the reference
-SLOW_KERNEL = KERNEL.replace("BLOCKSIZE", "1024").replace("SCALE", "2.0")  # 32 launches: slower than the reference
+SLOW_KERNEL = KERNEL.replace("BLOCKSIZE", "256").replace("SCALE", "2.0")  # 128 launches: several times slower than the reference
 WRONG_KERNEL = KERNEL.replace("BLOCKSIZE", "32768").replace("SCALE", "3.0")
-# Wins above 3x are re-timed by the judge before it believes them: not what these tests are about.
-JUDGE = FAST.with_overrides({"timing": {"remeasure_above": 100.0}})
+# Wins above 3x are re-timed by the judge before it believes them, and a reference slowed next to the
+# candidate is a reject: not what these tests are about (the red-team cases test that rule). With every
+# core busy a long call (the reference, ~15 ms) is preempted more than a short one (~3 ms): next to
+# red-team tests on two cores the fast kernel measured 6.7x instead of ~3.6x, its reference flagged
+# slowed_reference, close to the reject a CI run met.
+JUDGE = FAST.with_overrides({"timing": {"remeasure_above": 100.0}, "slowed_reference_reject": 1000.0})
 REWARD = RewardConfig(remeasure_above=100.0)
 
 
@@ -130,7 +134,8 @@ def test_an_improving_trajectory_gets_a_summary_whose_draft_is_verified(verdicts
     env.reset()
     slow = env.step(fenced(SLOW_KERNEL))
     fast = env.step(fenced(FAST_KERNEL))
-    assert slow.info["speedup"] < 1.0 and fast.info["speedup"] > 1.5 * max(slow.info["speedup"], 1.0)
+    assert fast.info["status"] == "correct", fast.info["verdict"].message
+    assert slow.info["speedup"] <= 1.0 and fast.info["speedup"] > 1.5 * max(slow.info["speedup"], 1.0)
     obs = fast.observation
     assert obs.role == "summarizer" and "You distil reusable" in obs.messages[0]["content"]
     assert SLOW_KERNEL.strip() in obs.messages[1]["content"] and FAST_KERNEL.strip() in obs.messages[1]["content"]
@@ -165,7 +170,8 @@ def test_the_selectors_picks_reach_the_coders_prompt_and_its_reward_is_the_coder
         chosen = [pick] if pick != "no-such-skill" else []
         assert picked.role == "selector" and picked.info["skills"] == chosen
         assert ("### fuse-elementwise-epilogue" in picked.observation.messages[0]["content"]) == bool(chosen)
-        env.step(fenced(FAST_KERNEL if chosen else WRONG_KERNEL))
+        coded = env.step(fenced(FAST_KERNEL if chosen else WRONG_KERNEL))
+        assert coded.info["status"] == ("correct" if chosen else "incorrect"), coded.info["verdict"].message
         episodes.append(env.episode())
     with_skill, without = episodes
     coder = with_skill.trajectory("coder")
@@ -220,5 +226,6 @@ def test_repeated_candidates_are_judged_once_and_outsized_wins_measured_again(ve
     for note in ("first", "second"):
         env = KernelEnv(rowwise_task(), counted, cfg)
         result = env.step(fenced(f"# {note} try\n" + FAST_KERNEL.replace("    def forward", "    def forward  ", 1)))
-        assert result.info["status"] == "correct" and result.info["reason"] == "remeasured"
+        assert result.info["status"] == "correct", result.info["verdict"].message
+        assert result.info["reason"] == "remeasured"
     assert counted.evaluations == 2  # one verdict and one re-measurement, both reused by the second episode

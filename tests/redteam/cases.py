@@ -152,6 +152,9 @@ CASES: list[Case] = [
     Case("04_slow_reference_dispatch_runtime", 4, "relu.py", "04_slow_reference_dispatch.py", "cpu", HACK,
          flag="slowed_reference", config=NO_STATIC,
          why="same, static off: no identity or mode change; only reference time vs trusted process's catches it"),
+    Case("04_slow_reference_trace_hook", 4, "relu.py", "04_slow_reference_trace_hook.py", "cpu", HACK, config=NO_STATIC,
+         why="a trace hook left behind by forward slows the reference's Python and the judge's host probe alike, "
+             "so a slowed reference would pass as a slow host; defence: interpreter-state guard after every call"),
     Case("04_setattr_F", 4, "row_softmax.py", "04_setattr_F.py", "cpu", STATIC,
          why="setattr(F, 'softmax', slow) slows the reference; static: setattr banned"),
     Case("04_setattr_F_runtime", 4, "row_softmax.py", "04_setattr_F.py", "cpu", HACK, config=NO_STATIC,

@@ -29,10 +29,11 @@ from .device import describe_device
 from .locks import device_lock
 from .reference import ReferenceData, TaskRunError
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
+from .slowdown import Slowdown, reference_slowdown
 from .static import check_source
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "3"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls
+JUDGE_VERSION = "4"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed
 
 
 _BASELINE_KINDS = {"reference": "eager", "compiled": "compile", "tunableop": "tunableop"}
@@ -207,7 +208,7 @@ class Judge:
 
         def on_answer(a: dict[str, Any]) -> None:
             if "samples" in a:
-                trusted.set_result(TimingStats.of(a["samples"]["reference"]))
+                trusted.set_result(TimingStats.side(a, "reference"))
             elif "loaded" in a:
                 future.set_result(ReferenceData(
                     outputs=a["loaded"], meta=[o["meta"] for o in a["outputs"]], mutates_inputs=a["mutates_inputs"],
@@ -244,7 +245,7 @@ class Judge:
                                          {"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled,
                                           "tunableop": tunableop, "scenario": scenario}],
                                   timed_ops={"time_reference"})
-        return {name: TimingStats.of(s) for name, s in a["samples"].items()}
+        return {name: TimingStats.side(a, name) for name in a["samples"]}
 
     def ceilings(self, refresh: bool = False) -> dict[str, Any]:
         """Memory bandwidth and peak matmul rate of this device, measured once per machine (cached
@@ -432,12 +433,11 @@ class Judge:
         # moment slows both sides of every sample alike. A candidate that slows the reference does
         # so again; the verdict keeps the second measurement either way.
         win = v.speedup > 1.0 and v.significant
-        trusted_ms = ref.trusted.median_ms if win else 0.0
-        slowed = v.reference.median_ms / trusted_ms if trusted_ms > 0 else 1.0
+        slowed = self._slowdown(v, ref.trusted).ratio if win else 1.0
         if slowed > cfg.slowed_reference_reject:
             first = v.speedup
             self._time(w, v, cfg, v.stages.pop().seconds)
-            again = v.reference.median_ms / trusted_ms
+            again = self._slowdown(v, ref.trusted).ratio
             v.stage("timing").details["retimed"] = {"speedup": first, "reference_vs_trusted": slowed}
             v.flags.append(Flag("noisy_timing", f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
                                                 f"({first:.2f}x); timed again: {again:.2f}x slower ({v.speedup:.2f}x)"))
@@ -504,7 +504,7 @@ class Judge:
             if cfg.timing.server:
                 c = self._step(w, v, "timing", {**cmd, "scenario": "server"}, timeouts.timing, Status.RUNTIME_ERROR)
                 v.stages.pop()
-                sref, scand = TimingStats.of(c["samples"]["reference"]), TimingStats.of(c["samples"]["candidate"])
+                sref, scand = TimingStats.side(c, "reference"), TimingStats.side(c, "candidate")
                 v.scenarios["server"] = {"qps": cfg.timing.server_qps, "speedup": sref.median_ms / scand.median_ms,
                                          "reference": asdict(sref), "candidate": asdict(scand)}
         v.reference, v.candidate = ref_t, cand_t
@@ -518,12 +518,18 @@ class Judge:
                                 "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms")}
         v.env["clocks"] = a["clocks"]
 
+    @staticmethod
+    def _slowdown(v: Verdict, alone: TimingStats) -> Slowdown:
+        """The reference next to the candidate against `alone`, the host's own speed accounted
+        unless the candidate started native threads (then its process may be slow by its doing)."""
+        return reference_slowdown(v.reference, alone, account_host=not any(f.code == "native_threads" for f in v.flags))
+
     def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any],
                  timeout: float) -> tuple[dict[str, Any], TimingStats, TimingStats]:
         """One timing command in the worker (it appends a timing stage): the worker's answer and
         the reference's and the candidate's statistics."""
         a = self._step(w, v, "timing", cmd, timeout, Status.RUNTIME_ERROR)
-        return a, TimingStats.of(a["samples"]["reference"]), TimingStats.of(a["samples"]["candidate"])
+        return a, TimingStats.side(a, "reference"), TimingStats.side(a, "candidate")
 
     def _check_binary(self, w: WorkerProcess, outputs: list[dict[str, Any]], ref: ReferenceData,
                       stage: StageResult) -> list[dict[str, Any]]:
@@ -562,18 +568,21 @@ class Judge:
             alone_now = self.baseline(task, compiled=False)["reference"]
             if alone_now.median_ms < v.trusted_reference.median_ms:
                 v.trusted_reference = alone_now
-        slowed = v.reference.median_ms / v.trusted_reference.median_ms if v.trusted_reference.median_ms > 0 else 1.0
+        slowdown = self._slowdown(v, v.trusted_reference)
+        slowed = slowdown.ratio
         stage.details.update(bytes=ref.bytes, flops=ref.flops, bytes_floor_ms=bytes_floor_ms, flop_floor_ms=flop_floor_ms,
-                             reference_vs_trusted=slowed, ceilings=ceilings)
+                             reference_vs_trusted=slowed, reference_vs_trusted_raw=slowdown.raw,
+                             host_factor=slowdown.host_factor, ceilings=ceilings)
         if slowed > cfg.slowed_reference_flag:
-            v.flags.append(Flag("slowed_reference", f"the reference ran {slowed:.2f}x slower next to the candidate than alone"))
+            host = f" ({slowdown.raw:.2f}x, {slowdown.host_factor:.2f}x of it the host's speed)" if slowdown.host_factor != 1.0 else ""
+            v.flags.append(Flag("slowed_reference", f"the reference ran {slowed:.2f}x slower next to the candidate than alone{host}"))
         win = v.speedup > 1.0 and v.significant
         if slowed > cfg.slowed_reference_reject and win:
             # A reject must not rest on a trusted time from another moment: a reference still slow
             # alone now means a busy host, not the candidate.
             if alone_now is None:
                 alone_now = self.baseline(task, compiled=False)["reference"]
-            stage.details["reference_vs_trusted_now"] = v.reference.median_ms / alone_now.median_ms
+            stage.details["reference_vs_trusted_now"] = self._slowdown(v, alone_now).ratio
             slowed = min(slowed, stage.details["reference_vs_trusted_now"])
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
             self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "

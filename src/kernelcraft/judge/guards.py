@@ -5,7 +5,9 @@ Snapshots are taken before the candidate is imported; checks run after import an
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import threading
 import time
 import types
@@ -35,6 +37,7 @@ class Guard:
         self.snapshot = {name: dict(vars(ns)) for name, ns in self.spaces}
         self.flags = precision_flags()
         self.modes = mode_stacks()
+        self.interpreter = interpreter_state()
 
     def changed(self) -> list[str]:
         """Names whose binding changed since the snapshot (replaced, added or removed)."""
@@ -55,6 +58,8 @@ class Guard:
             out.append(f"a torch function or dispatch mode was left active (stack depths {self.modes} -> {mode_stacks()})")
         if precision_flags() != self.flags:
             out.append(f"precision flags changed: {self.flags} -> {precision_flags()}")
+        now = interpreter_state()
+        out += [f"interpreter state changed: {k} {self.interpreter[k]} -> {now[k]}" for k in now if now[k] != self.interpreter[k]]
         return out
 
 
@@ -71,6 +76,16 @@ def mode_stacks() -> tuple[int, int]:
     """Depths of the TorchFunctionMode and TorchDispatchMode stacks: a mode left active intercepts
     every later torch call, the reference's included, without replacing any function."""
     return torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()
+
+
+def interpreter_state() -> dict[str, Any]:
+    """What slows every Python call of the process, the reference's and the judge's host probe alike,
+    without replacing a function: trace and profile hooks, monitoring tools (3.12+), the garbage
+    collector's settings, torch's thread count."""
+    tools = [sys.monitoring.get_tool(i) for i in range(6)] if hasattr(sys, "monitoring") else []
+    return {"trace": sys.gettrace() is not None, "profile": sys.getprofile() is not None, "monitoring": tools,
+            "gc": (gc.isenabled(), gc.get_threshold()), "switch_interval": sys.getswitchinterval(),
+            "torch_threads": (torch.get_num_threads(), torch.get_num_interop_threads())}
 
 
 def precision_flags() -> tuple:

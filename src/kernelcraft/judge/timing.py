@@ -23,6 +23,18 @@ _record = torch.cuda.Event.record
 _event_sync = torch.cuda.Event.synchronize
 _elapsed = torch.cuda.Event.elapsed_time
 _roll = torch.roll
+_PROBE_LOOPS = 500
+
+
+def host_probe() -> float:
+    """Milliseconds of a fixed piece of pure-Python work: how fast the host runs this process at this
+    moment (a busy machine, a slower core). Nothing in it reaches torch, so no operator that a
+    candidate re-registers slows it; interpreter hooks that would are refused by the guard."""
+    t0 = _perf_ns()
+    acc = 0
+    for i in range(_PROBE_LOOPS):
+        acc ^= i * 31
+    return (_perf_ns() - t0) / 1e6
 
 
 class Clock:
@@ -123,10 +135,12 @@ def run_interleaved(
     rng: random.Random,
     after_call: AfterCall,
     host_ms: dict[str, list[float]] | None = None,
+    probe_ms: list[float] | None = None,
 ) -> tuple[dict[str, list[float]], list[int]]:
     """Time `sides` ABAB... over rotating fresh inputs. Returns samples (ms) per side, first
     timed sample discarded, and the iteration indices at which `after_call` was told to spot-check.
-    `host_ms`, if given, receives each kept sample's host time (Clock.host_ms) per side."""
+    `host_ms`, if given, receives each kept sample's host time (Clock.host_ms) per side; `probe_ms`
+    one `host_probe` after each kept round, next in time to the samples it describes."""
     r = len(input_sets)
     warm = {name: 0.0 for name, _ in sides}
     calls = 0
@@ -150,6 +164,8 @@ def run_interleaved(
                     host_ms.setdefault(name, []).append(clock.host_ms)
             after_call(name, i if i in spots else 0, out, args)
             del out
+        if i > 0 and probe_ms is not None:
+            probe_ms.append(host_probe())
     return samples, spots
 
 

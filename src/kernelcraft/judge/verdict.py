@@ -44,11 +44,19 @@ class TimingStats:
     q1_ms: float
     q3_ms: float
     samples_ms: list[float]
+    host_ms: float | None = None  # median host time of a call (until it returned)
+    probe_ms: float | None = None  # median host probe of the measurement's process (timing.host_probe)
 
     @classmethod
-    def of(cls, samples_ms: list[float]) -> "TimingStats":
+    def of(cls, samples_ms: list[float], host_ms: float | None = None, probe_ms: float | None = None) -> "TimingStats":
         s = sorted(samples_ms)
-        return cls(median_ms=_quantile(s, 0.5), q1_ms=_quantile(s, 0.25), q3_ms=_quantile(s, 0.75), samples_ms=list(samples_ms))
+        return cls(median_ms=_quantile(s, 0.5), q1_ms=_quantile(s, 0.25), q3_ms=_quantile(s, 0.75), samples_ms=list(samples_ms),
+                   host_ms=host_ms, probe_ms=probe_ms)
+
+    @classmethod
+    def side(cls, answer: dict[str, Any], name: str) -> "TimingStats":
+        """One side's statistics from a worker's timing answer, with its host time and the host probe."""
+        return cls.of(answer["samples"][name], (answer.get("host_ms") or {}).get(name), answer.get("probe_ms"))
 
     @property
     def rel_spread(self) -> float:

@@ -251,10 +251,13 @@ class Worker:
         cfg, clock = scenario_clock(self.device, timing, cmd.get("scenario"), seed)
         sets = self.timing_inputs(cmd["seeds"])
 
+        host: dict[str, list[float]] = {}
+        probe: list[float] = []
+
         def run(sides: list[tuple[str, Any]]) -> dict[str, list[float]]:
             with torch.no_grad():
                 samples, _ = run_interleaved(sides, sets, clock, cfg, random.Random(seed),
-                                             lambda name, i, out, args: _poison(flatten_outputs(out)))
+                                             lambda name, i, out, args: _poison(flatten_outputs(out)), host, probe)
             return samples
 
         before = clock_info()
@@ -273,7 +276,9 @@ class Worker:
                 samples.update(run([("tunableop", self.reference)]))  # the warm-up calls tune
             finally:
                 tunable.enable(False)
-        return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()}}
+        return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()},
+                "host_ms": {name: statistics.median(xs) for name, xs in host.items()},
+                "probe_ms": statistics.median(probe) if probe else None}
 
     def op_vet(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from ..tasks.vet import vet_reference
@@ -461,10 +466,12 @@ class Worker:
         t1 = time.perf_counter()
         self.threads.arm()
         host: dict[str, list[float]] = {}
+        probe: list[float] = []
         with torch.no_grad():
             try:
                 samples, spots = run_interleaved([("candidate", self.model), ("reference", self.reference)], sets,
-                                                 clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call, host)
+                                                 clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call, host,
+                                                 probe)
             except Rejection:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -477,6 +484,7 @@ class Worker:
         return {"ok": True, "samples": samples, "spot_checks": spot["checked"], "spot_iterations": spots,
                 "clocks": {"before": before, "after": clock_info()},
                 "host_ms": {name: statistics.median(xs) for name, xs in host.items()},
+                "probe_ms": statistics.median(probe) if probe else None,
                 "phases_s": {"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2}}
 
 

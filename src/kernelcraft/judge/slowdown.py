@@ -1,0 +1,35 @@
+"""How much slower the reference ran next to the candidate than alone, beyond what the host explains
+(judge-hardening #4: a candidate that slows the reference).
+
+The two times come from two processes at two moments, and a short call's time is mostly host time:
+a busy machine or a slower core slows the reference in the candidate's process with no help from the
+candidate (on an H100 VM the ratio of honest verdicts ranged 0.3-3.0). Each measurement also timed
+`timing.host_probe`, pure-Python work no candidate operator reaches, next to the reference's calls.
+The host share of the reference's time (its host time over its time, alone) is scaled by the
+probe's ratio; the rest, device time, is not, so a host that is merely slow excuses only the part of
+the reference that waits on the host, and a candidate cannot excuse a slower device this way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .verdict import TimingStats
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    raw: float  # reference next to the candidate / reference alone
+    host_factor: float  # how much slower the host alone makes the reference (1.0: not accounted)
+    ratio: float  # raw / host_factor: what the candidate would have to explain
+
+
+def reference_slowdown(near: TimingStats, alone: TimingStats, account_host: bool = True) -> Slowdown:
+    """The reference's slowdown next to the candidate. `account_host` False (a candidate that started
+    native threads, which could be what slows its process) compares the raw times."""
+    raw = near.median_ms / alone.median_ms if alone.median_ms > 0 else 1.0
+    factor = 1.0
+    if account_host and near.probe_ms and alone.probe_ms and alone.host_ms is not None and alone.median_ms > 0:
+        share = min(1.0, alone.host_ms / alone.median_ms)
+        factor = (1.0 - share) + share * near.probe_ms / alone.probe_ms
+    return Slowdown(raw=raw, host_factor=factor, ratio=raw / factor if factor > 0 else raw)

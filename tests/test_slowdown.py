@@ -1,0 +1,42 @@
+"""The slowed-reference ratio accounts for the host's speed only in the host's share of the reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelcraft.judge.slowdown import reference_slowdown
+from kernelcraft.judge.verdict import TimingStats
+
+
+def stats(ms: float, host_ms: float | None, probe_ms: float | None) -> TimingStats:
+    return TimingStats.of([ms] * 5, host_ms, probe_ms)
+
+
+def test_a_slow_host_excuses_a_host_bound_reference() -> None:
+    # 80% of the reference alone is host time; the candidate's process runs pure Python 2x slower
+    s = reference_slowdown(stats(90.0, 72.0, 0.04), stats(50.0, 40.0, 0.02))
+    assert s.raw == pytest.approx(1.8) and s.host_factor == pytest.approx(1.8) and s.ratio == pytest.approx(1.0)
+
+
+def test_a_slow_host_does_not_excuse_a_device_bound_reference() -> None:
+    # 5% host time: a host 2x slower explains only 5% more
+    s = reference_slowdown(stats(2.0, 0.1, 0.04), stats(1.0, 0.05, 0.02))
+    assert s.host_factor == pytest.approx(1.05) and s.ratio == pytest.approx(2.0 / 1.05)
+
+
+def test_a_faster_host_next_to_the_candidate_shows_a_slowed_reference() -> None:
+    s = reference_slowdown(stats(50.0, 50.0, 0.01), stats(50.0, 50.0, 0.02))
+    assert s.ratio == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("near, alone", [
+    (stats(90.0, 72.0, None), stats(50.0, 40.0, 0.02)),  # an old verdict without a probe
+    (stats(90.0, 72.0, 0.04), stats(50.0, None, 0.02)),
+])
+def test_without_a_probe_the_raw_ratio_stands(near: TimingStats, alone: TimingStats) -> None:
+    assert reference_slowdown(near, alone).ratio == pytest.approx(1.8)
+
+
+def test_a_candidate_with_native_threads_gets_the_raw_ratio() -> None:
+    s = reference_slowdown(stats(90.0, 72.0, 0.04), stats(50.0, 40.0, 0.02), account_host=False)
+    assert s.host_factor == 1.0 and s.ratio == pytest.approx(1.8)
