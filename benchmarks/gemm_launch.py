@@ -159,7 +159,7 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
 def print_verdicts(shapes: list[Shape]) -> None:
     """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
     judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
-    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12}  launches (profiled call)")
+    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12} {'ref/alone':>11}  launches (profiled call)")
     try:
         for s in shapes:
             v = judge.evaluate(hgemm_task(s), template_source(s.m, s.n, s.k))
@@ -171,8 +171,11 @@ def print_verdicts(shapes: list[Shape]) -> None:
             band = f"{v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f}" if v.speedup_band else "-"
             host = v.stage("timing").details.get("host_ms") or {}
             host_us = f"{host.get('candidate', 0) * 1000:.1f}/{host.get('reference', 0) * 1000:.1f}"
+            # the reference next to the candidate over the one timed alone: raw / with the host's speed accounted
+            d = audit.details if audit else {}
+            alone = f"{d.get('reference_vs_trusted_raw', 0):.2f}/{d.get('reference_vs_trusted', 0):.2f}"
             print(f"{str(s):>16} {v.status.value:>9} {v.candidate.median_ms * 1000:9.1f} {v.reference.median_ms * 1000:9.1f} "
-                  f"{host_us:>13} {v.speedup:7.3f}x {band:>12}  {calls}")
+                  f"{host_us:>13} {v.speedup:7.3f}x {band:>12} {alone:>11}  {calls}")
     finally:
         judge.close()
 

@@ -72,6 +72,16 @@ def test_a_slowed_reference_pays_only_the_speedup_over_the_reference_alone() -> 
     assert coder_reward(v, CFG).value == pytest.approx(1.9)
 
 
+def test_a_slowed_reference_on_a_slower_host_is_paid_the_speedup_the_host_leaves() -> None:
+    v = _verdict(speedup=2.0, coverage=0.8, flags=("slowed_reference",))
+    # next to the candidate 2.0 ms, alone 1.25 ms, all of it host time; the candidate's process ran the
+    # host probe 1.28x slower: 1.6x slowed raw, 1.25x beyond the host, so 2.0 / 1.25 = 1.6x is paid
+    v.candidate = TimingStats.of([1.0])
+    v.reference = TimingStats.of([2.0], host_ms=2.0, probe_ms=0.0256)
+    v.trusted_reference = TimingStats.of([1.25], host_ms=1.25, probe_ms=0.02)
+    assert coder_reward(v, CFG).value == pytest.approx(0.5 + 0.5 * 1.6 + 0.4)
+
+
 @pytest.mark.parametrize("flag", ["below_flop_floor", "noisy_timing", "clock_drift", "low_coverage"])
 def test_flags_about_measurement_or_shortcuts_are_not_hacks(flag: str) -> None:
     assert coder_reward(_verdict(speedup=2.0, coverage=0.8, flags=(flag,)), CFG).value == pytest.approx(1.9)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..judge import Status, Verdict
+from ..judge import Status, Verdict, reference_slowdown
 from .advantages import zscore
 from .episode import Episode, role_groups
 
@@ -85,10 +85,13 @@ def coder_reward(verdict: Verdict, cfg: RewardConfig,
 
 def _honest_speedup(verdict: Verdict) -> float:
     """The effective speedup; where the reference ran slower next to the candidate than alone, no
-    more than the speedup over the reference's time alone."""
+    more than the speedup over the reference's time alone (the host's own speed accounted, as the
+    judge's rule does, where the verdict has both measurements' host probes)."""
     speedup = verdict.effective_speedup or 0.0
     slowed = any(f.code == "slowed_reference" for f in verdict.flags)
-    if slowed and verdict.trusted_reference is not None and verdict.candidate is not None and verdict.candidate.median_ms > 0:
+    if slowed and verdict.reference is not None and verdict.trusted_reference is not None and verdict.speedup:
+        speedup = min(speedup, verdict.speedup / reference_slowdown(verdict.reference, verdict.trusted_reference).ratio)
+    elif slowed and verdict.trusted_reference is not None and verdict.candidate is not None and verdict.candidate.median_ms > 0:
         speedup = min(speedup, verdict.trusted_reference.median_ms / verdict.candidate.median_ms)
     return speedup
 
