@@ -65,7 +65,7 @@ def test_hack_findings_earn_only_the_penalty(verdict: Verdict) -> None:
 
 def test_a_slowed_reference_pays_only_the_speedup_over_the_reference_alone() -> None:
     v = _verdict(speedup=2.0, coverage=0.8, flags=("slowed_reference",))
-    v.candidate, v.trusted_reference = TimingStats.of([1.0]), TimingStats.of([1.25])
+    v.candidate, v.reference, v.trusted_reference = TimingStats.of([1.0]), TimingStats.of([2.0]), TimingStats.of([1.25])
     # 2.0x next to the candidate, 1.25x against the reference's time alone: 0.5 + 0.5*1.25 + 0.4
     assert coder_reward(v, CFG).value == pytest.approx(1.525)
     v.trusted_reference = TimingStats.of([3.0])  # a reference alone slower than next to it: the 2.0x stands

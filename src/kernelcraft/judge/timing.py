@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import statistics
 import time
 from typing import Any, Callable, Iterator
 
@@ -167,6 +168,12 @@ def run_interleaved(
         if i > 0 and probe_ms is not None:
             probe_ms.append(host_probe())
     return samples, spots
+
+
+def host_medians(host_ms: dict[str, list[float]], probe_ms: list[float]) -> dict[str, Any]:
+    """The medians a timing answer carries next to its samples: each side's host time, and the host probe."""
+    return {"host_ms": {name: statistics.median(xs) for name, xs in host_ms.items()},
+            "probe_ms": statistics.median(probe_ms) if probe_ms else None}
 
 
 def clock_info() -> dict[str, Any]:

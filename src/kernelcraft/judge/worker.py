@@ -18,7 +18,6 @@ import json
 import os
 import random
 import resource
-import statistics
 import sys
 import time
 import traceback
@@ -37,7 +36,7 @@ from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, ThreadWatch, native_threads, pin_precision
 from .launches import LaunchCounter
 from .locks import device_lock
-from .timing import clock_info, run_interleaved, scenario_clock
+from .timing import clock_info, host_medians, run_interleaved, scenario_clock
 
 TASK_FILE = "task.py"
 # The largest integer each dtype holds exactly together with every integer below it.
@@ -277,8 +276,7 @@ class Worker:
             finally:
                 tunable.enable(False)
         return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()},
-                "host_ms": {name: statistics.median(xs) for name, xs in host.items()},
-                "probe_ms": statistics.median(probe) if probe else None}
+                **host_medians(host, probe)}
 
     def op_vet(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from ..tasks.vet import vet_reference
@@ -483,8 +481,7 @@ class Worker:
         t2 = time.perf_counter()
         return {"ok": True, "samples": samples, "spot_checks": spot["checked"], "spot_iterations": spots,
                 "clocks": {"before": before, "after": clock_info()},
-                "host_ms": {name: statistics.median(xs) for name, xs in host.items()},
-                "probe_ms": statistics.median(probe) if probe else None,
+                **host_medians(host, probe),
                 "phases_s": {"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2}}
 
 

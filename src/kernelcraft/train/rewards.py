@@ -90,9 +90,8 @@ def _honest_speedup(verdict: Verdict) -> float:
     speedup = verdict.effective_speedup or 0.0
     slowed = any(f.code == "slowed_reference" for f in verdict.flags)
     if slowed and verdict.reference is not None and verdict.trusted_reference is not None and verdict.speedup:
+        # without host probes the ratio is the raw one, and this is the speedup over the reference alone
         speedup = min(speedup, verdict.speedup / reference_slowdown(verdict.reference, verdict.trusted_reference).ratio)
-    elif slowed and verdict.trusted_reference is not None and verdict.candidate is not None and verdict.candidate.median_ms > 0:
-        speedup = min(speedup, verdict.trusted_reference.median_ms / verdict.candidate.median_ms)
     return speedup
 
 
