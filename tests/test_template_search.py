@@ -28,7 +28,7 @@ CPU = DeviceCaps("cpu")
 # One configuration of each kind the template writes, small enough for the interpreter, with the
 # kernels its forward launches.
 KINDS = {GemmConfig(32, 32, 32, 8, 3, 4, 1, "tiled"): {"_gemm"},
-         GemmConfig(32, 16, 32, 1, 3, 4, 4, "tiled"): {"_gemm_split", "_sum_splits"},
+         GemmConfig(32, 16, 32, 1, 3, 4, 4, "tiled"): {"_gemm_split"},
          GemmConfig(16, 32, 32, 8, 3, 4, 1, "persistent"): {"_gemm_persistent"},
          GemmConfig(32, 32, 32, 8, 3, 4, 1, "tma"): {"_gemm_tma", "_gemm"},  # _gemm: rows descriptors cannot address
          GemmConfig(16, 16, 32, 2, 3, 4, 1, "tma_persistent"): {"_gemm_tma", "_gemm"}}
@@ -118,6 +118,49 @@ def test_on_cuda_every_variant_is_exact_and_later_calls_launch_from_cpp(gpu_pool
         if not config.variant.startswith("tma"):  # descriptors are built per call: those stay with Triton
             assert set(coverage["calls"]) == {"ext:run"}, coverage["calls"]
             assert set(coverage["custom_kernels"]) == kernels, coverage
+
+
+@pytest.mark.gpu
+def test_on_cuda_split_k_sums_exactly_on_every_call_and_on_two_streams_at_once(
+        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split-K's one kernel: the last program of a tile to arrive sums the slices and sets the tile's
+    counter back to zero, so every later call (the C++ launcher's kept workspace) is exact too, and
+    two streams running the same shape at once each have their own workspace."""
+    import importlib.util
+
+    import torch
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache_dir / "torch_extensions"))
+    path = tmp_path / "split_k_candidate.py"
+    path.write_text(render(GemmConfig(32, 32, 64, 8, 3, 4, 8, "tiled")))
+    spec = importlib.util.spec_from_file_location("split_k_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.ModelNew()
+    assert module._NATIVE["module"] is not None, "the C++ launcher did not build"
+    m, n, k = 256, 192, 4096  # 48 tiles of 8 slices each
+    gen = torch.Generator().manual_seed(0)
+
+    def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # sparse 0/1 entries: every sum is an integer below 2048, exact in fp16 and in any order
+        a = (torch.rand(m, k, generator=gen) < 0.1).half()
+        b = (torch.rand(k, n, generator=gen) < 0.1).half()
+        return a.cuda(), b.cuda(), (a.double() @ b.double()).half()
+
+    for call in range(20):
+        a, b, expected = inputs()
+        assert torch.equal(model(a, b).cpu(), expected), f"call {call} is not exact"
+    side = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for _ in range(5):
+        pairs = [inputs() for _ in side]
+        outputs = []
+        for stream, (a, b, _) in zip(side, pairs):
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                outputs.append([model(a, b) for _ in range(10)])
+        torch.cuda.synchronize()
+        for results, (_, _, expected) in zip(outputs, pairs):
+            assert all(torch.equal(c.cpu(), expected) for c in results)
 
 
 # -- the strategy -----------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     stages = 1.0 if c.stages in ((2,) if k_steps <= 2 else (3, 4)) else 0.9
     block_k = 1.0 if c.block_k == 64 else 0.85
     group = 1.0 if c.group_m > 1 else 0.97  # with several waves, grouped tiles share panels in L2
-    split = 0.85 if c.split_k > 1 else 1.0  # the workspace round trip and the second launch
+    split = 0.85 if c.split_k > 1 else 1.0  # the partial tiles' round trip through the workspace
     variant = {"tiled": 1.0, "persistent": 0.97, "tma": 1.02, "tma_persistent": 1.04}[c.variant]
     if caps.kind == "cuda" and c.variant.startswith("tma"):
         kernel_s = 2.0 * m * n * k / FP16_RATE

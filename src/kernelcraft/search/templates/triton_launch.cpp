@@ -1,9 +1,9 @@
 // kernelcraft: the Triton kernels compiled for one GEMM shape, launched from C++.
 // Triton's Python launcher costs several microseconds of host time per call, which a GEMM of a
 // few microseconds pays in full; here a forward call is one C++ function that allocates the output
-// (and the split-K workspace) and hands the kernels Triton compiled for this exact shape, layout
-// and alignment to cuLaunchKernel on the current stream. Anything else returns an undefined
-// tensor (None in Python), and the caller takes Triton's own launcher.
+// and hands the kernels Triton compiled for this exact shape, layout and alignment to
+// cuLaunchKernel on the current stream. Anything else returns an undefined tensor (None in Python),
+// and the caller takes Triton's own launcher.
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <cuda.h>
@@ -21,15 +21,26 @@ struct Launch {
   unsigned grid[3];
   unsigned threads;
   unsigned shared;
-  // One letter per kernel parameter: a, b, c, w (the workspace) are those tensors' addresses,
-  // 0 a null pointer (Triton's unused scratch parameters), v the integer in `values`.
+  // One letter per kernel parameter: a, b, c are those tensors' addresses, w and n split-K's
+  // workspace and tile counters, 0 a null pointer (Triton's unused scratch parameters), v the
+  // integer in `values`.
   std::string roles;
   std::vector<int64_t> values;
 };
 
+struct Scratch {
+  CUstream stream;
+  // Never freed: it lives as long as the process's plans, and a static tensor's destructor would
+  // run after CUDA's teardown at exit.
+  torch::Tensor* buffer;
+};
+
 struct Plan {
-  int64_t device, m, n, k, lda, ldb, aligned, ws_elems;
+  int64_t device, m, n, k, lda, ldb, aligned, ws_elems, count_elems;
   std::vector<Launch> launches;
+  // Split-K's fp32 workspace then its int32 tile counters, one buffer per stream: the kernel leaves
+  // the counters at zero, so a buffer is zeroed once, when made, and two streams never share one.
+  std::vector<Scratch> scratch;
 };
 
 std::vector<Plan> plans;
@@ -41,11 +52,20 @@ int64_t aligned_bits(const torch::Tensor& a, const torch::Tensor& b) {
          (reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0 ? 2 : 0);
 }
 
+char* scratch_for(Plan& p, CUstream stream, const torch::Tensor& like) {
+  for (const Scratch& s : p.scratch) {
+    if (s.stream == stream) return static_cast<char*>(s.buffer->data_ptr());
+  }
+  auto* buffer = new torch::Tensor(at::zeros({p.ws_elems + p.count_elems}, like.options().dtype(at::kFloat)));
+  p.scratch.push_back(Scratch{stream, buffer});
+  return static_cast<char*>(buffer->data_ptr());
+}
+
 }  // namespace
 
 int64_t add_plan(int64_t device, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t aligned,
-                 int64_t ws_elems) {
-  plans.push_back(Plan{device, m, n, k, lda, ldb, aligned, ws_elems, {}});
+                 int64_t ws_elems, int64_t count_elems) {
+  plans.push_back(Plan{device, m, n, k, lda, ldb, aligned, ws_elems, count_elems, {}, {}});
   return static_cast<int64_t>(plans.size()) - 1;
 }
 
@@ -72,7 +92,7 @@ torch::Tensor run(const torch::Tensor& a, const torch::Tensor& b) {
   }
   const int64_t device = a.get_device();
   const int64_t aligned = aligned_bits(a, b);
-  for (const Plan& p : plans) {
+  for (Plan& p : plans) {
     if (p.device != device || p.m != a.size(0) || p.n != b.size(1) || p.k != a.size(1) || p.lda != a.stride(0) ||
         p.ldb != b.stride(0) || p.aligned != aligned) {
       continue;
@@ -83,8 +103,8 @@ torch::Tensor run(const torch::Tensor& a, const torch::Tensor& b) {
       return torch::Tensor();
     }
     torch::Tensor c = at::empty({p.m, p.n}, a.options());
-    torch::Tensor ws = p.ws_elems ? at::empty({p.ws_elems}, a.options().dtype(at::kFloat)) : torch::Tensor();
     CUstream stream = at::cuda::getCurrentCUDAStream(device).stream();
+    char* ws = p.ws_elems ? scratch_for(p, stream, a) : nullptr;
     for (const Launch& l : p.launches) {
       int64_t slots[kMaxParams];
       void* params[kMaxParams];
@@ -93,7 +113,8 @@ torch::Tensor run(const torch::Tensor& a, const torch::Tensor& b) {
           case 'a': slots[i] = reinterpret_cast<int64_t>(a.data_ptr()); break;
           case 'b': slots[i] = reinterpret_cast<int64_t>(b.data_ptr()); break;
           case 'c': slots[i] = reinterpret_cast<int64_t>(c.data_ptr()); break;
-          case 'w': slots[i] = reinterpret_cast<int64_t>(ws.data_ptr()); break;
+          case 'w': slots[i] = reinterpret_cast<int64_t>(ws); break;
+          case 'n': slots[i] = reinterpret_cast<int64_t>(ws + p.ws_elems * sizeof(float)); break;
           case '0': slots[i] = 0; break;
           default: slots[i] = l.values[i];  // an i32 parameter reads the low half (little-endian)
         }
