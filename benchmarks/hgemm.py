@@ -11,7 +11,9 @@ server) the geometric mean, the median, the win rate (significant wins: outside 
 and the worst shape; and the number of candidates that failed a check (0/1 exact, guard zones,
 random inputs), with the count of every other status (a hack_detected is an audit's reject).
 Speedups vs TunableOp are the kernel's speedup vs torch.matmul (measured interleaved with it in
-the judge) times TunableOp's time over torch.matmul's (both from one trusted baseline run).
+the judge) times TunableOp's time over torch.matmul's (both from one trusted baseline run). The row
+"vs mm alone where slowed" counts a best kernel whose verdict is flagged slowed_reference at its
+speedup over torch.matmul's trusted time alone, as kernel packs and RL rewards do.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelcraft.judge import Judge, JudgeConfig, baseline_kind, describe_device  # noqa: E402
+from kernelcraft.judge import Judge, JudgeConfig, baseline_kind, describe_device, overstatement  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import hgemm_tasks, parse_shapes  # noqa: E402
@@ -48,6 +50,9 @@ class ShapeRow:
     kernel_ms: float | None = None
     matmul_ms: float | None = None
     vs_matmul: float | None = None
+    # where the verdict is flagged slowed_reference: the speedup over torch.matmul's trusted time alone
+    # (the host's speed accounted), as packs and RL rewards count it; else vs_matmul
+    vs_matmul_alone: float | None = None
     vs_matmul_server: float | None = None
     vs_tunableop: float | None = None
     vs_tunableop_server: float | None = None
@@ -121,6 +126,7 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
             v = store.verdict(best.verdict_id)
             b = store.baselines(rt.task_key, device_name)
             row.kernel_ms, row.matmul_ms, row.vs_matmul = v.candidate.median_ms, v.reference.median_ms, v.speedup
+            row.vs_matmul_alone = v.speedup / overstatement(v)
             row.significant = v.significant and v.speedup > 1.0
             row.config = json.dumps(best.meta.get("config", {}), separators=(",", ":"))
             row.kernel = best.meta.get("name", "")
@@ -137,14 +143,15 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
 
 def summary(rows: list[ShapeRow]) -> list[dict]:
     out = []
-    for attr, label in (("vs_matmul", "vs torch.matmul, offline"), ("vs_matmul_server", "vs torch.matmul, server"),
+    for attr, label in (("vs_matmul", "vs torch.matmul, offline"), ("vs_matmul_alone", "vs mm alone where slowed"),
+                        ("vs_matmul_server", "vs torch.matmul, server"),
                         ("vs_tunableop", "vs TunableOp, offline"), ("vs_tunableop_server", "vs TunableOp, server")):
         pairs = [(r.shape, getattr(r, attr)) for r in rows if getattr(r, attr)]
         if not pairs:
             continue
         xs = [x for _, x in pairs]
         worst = min(pairs, key=lambda p: p[1])
-        wins = sum(1 for r in rows if getattr(r, attr) and getattr(r, attr) > 1.0 and (attr != "vs_matmul" or r.significant))
+        wins = sum(1 for r in rows if getattr(r, attr) and getattr(r, attr) > 1.0 and (attr not in ("vs_matmul", "vs_matmul_alone") or r.significant))
         out.append({"comparison": label, "shapes": len(xs), "geomean": geomean(xs), "median": statistics.median(xs),
                     "win_rate": wins / len(xs), "worst": f"{worst[1]:.2f}x ({worst[0]})"})
     return out

@@ -292,10 +292,13 @@ def test_build_refuses_unknown_runs_runs_without_gemms_and_occupied_dirs(tmp_pat
             build_pack(store, run_id, tmp_path / "full")
 
 
-def _record(store: Store, run_id: str, task: Any, source: str, speedup: float, flags: tuple[str, ...] = ()) -> int:
-    """A correct verdict and its attempt, as a search would have recorded them."""
+def _record(store: Store, run_id: str, task: Any, source: str, speedup: float, flags: tuple[str, ...] = (),
+            alone_ms: float | None = None) -> int:
+    """A correct verdict and its attempt, as a search would have recorded them (the reference timed at
+    1 ms next to the kernel; `alone_ms`, its trusted time alone)."""
     v = Verdict(status=Status.CORRECT, task=task.key, device="cpu", speedup=speedup, significant=True,
                 reference=TimingStats.of([1.0]), candidate=TimingStats.of([1.0 / speedup]), candidate_hash=source,
+                trusted_reference=TimingStats.of([alone_ms]) if alone_ms else None,
                 flags=[Flag(c, "") for c in flags], env={"device_name": "cpu-x", "torch": "2.x", "triton": "3.x"},
                 stages=[StageResult("audit", True, details={"ceilings": {"bandwidth_bytes_per_s": 5e10}})])
     vid = store.record_verdict(task, source, v, run_id=run_id)
@@ -321,6 +324,22 @@ def test_build_takes_the_best_unflagged_kernel_above_the_minimum(tmp_path: Path)
                           "hgemm/256x64x32": "best kernel 0.90x is not above 1.00x (torch.matmul serves it)"}
     assert (m.device, m.device_name, m.torch, m.triton, m.bandwidth_bytes_per_s) == ("cpu", "cpu-x", "2.x", "3.x", 5e10)
     assert read_manifest(tmp_path / "p") == m
+
+
+def test_a_kernel_that_slowed_the_reference_counts_its_speedup_over_the_reference_alone(tmp_path: Path) -> None:
+    tasks = [hgemm_task(Shape(64, 64, 32)), hgemm_task(Shape(128, 64, 32))]
+    with Store(tmp_path / "ws") as store:
+        run_id = store.start_run("optimize", {})
+        store.add_run_tasks(run_id, tasks)
+        # 3.0x next to a reference that took 1 ms there and 0.5 ms alone: 1.5x over the reference alone
+        _record(store, run_id, tasks[0], "# slowed it\n", 3.0, ("slowed_reference",), alone_ms=0.5)
+        honest = _record(store, run_id, tasks[0], "# honest\n", 1.8)
+        slowed = _record(store, run_id, tasks[1], "# slowed it too\n", 3.0, ("slowed_reference",), alone_ms=0.5)
+        m = build_pack(store, run_id, tmp_path / "p")
+    first, second = m.entries
+    assert (first.verdict_id, first.speedup) == (honest, 1.8)  # 1.8x beats the 3.0x that is 1.5x honestly
+    assert (second.verdict_id, second.reference_ms, second.speedup) == (slowed, pytest.approx(0.5), pytest.approx(1.5))
+    assert second.kernel_ms == pytest.approx(1 / 3)
 
 
 @pytest.fixture(scope="module")

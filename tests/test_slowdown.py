@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcraft.judge.slowdown import reference_slowdown
-from kernelcraft.judge.verdict import TimingStats
+from kernelcraft.judge.slowdown import honest_speedup, overstatement, reference_slowdown
+from kernelcraft.judge.verdict import Flag, Status, TimingStats, Verdict
 
 
 def stats(ms: float, host_ms: float | None, probe_ms: float | None) -> TimingStats:
@@ -40,3 +40,19 @@ def test_without_a_probe_the_raw_ratio_stands(near: TimingStats, alone: TimingSt
 def test_a_candidate_with_native_threads_gets_the_raw_ratio() -> None:
     s = reference_slowdown(stats(90.0, 72.0, 0.04), stats(50.0, 40.0, 0.02), account_host=False)
     assert s.host_factor == 1.0 and s.ratio == pytest.approx(1.8)
+
+
+def _verdict(*flags: str) -> Verdict:
+    # 3.6x next to a reference that took 90 ms there, 50 ms alone; a host 1.5x slower next to the candidate
+    return Verdict(status=Status.CORRECT, task="t", device="cuda", speedup=3.6, significant=True,
+                   reference=stats(90.0, 72.0, 0.03), candidate=stats(25.0, 20.0, 0.03),
+                   trusted_reference=stats(50.0, 40.0, 0.02), flags=[Flag(f, "") for f in flags])
+
+
+def test_the_honest_speedup_is_over_the_reference_alone_only_when_the_verdict_is_flagged() -> None:
+    assert honest_speedup(_verdict()) == pytest.approx(3.6) and overstatement(_verdict()) == 1.0
+    # raw 1.8, host factor 0.2 + 0.8 * 1.5 = 1.4: the kernel explains 1.8 / 1.4
+    assert overstatement(_verdict("slowed_reference")) == pytest.approx(1.8 / 1.4)
+    assert honest_speedup(_verdict("slowed_reference")) == pytest.approx(3.6 * 1.4 / 1.8)
+    # a candidate with native threads could be what slows its process: no host accounting
+    assert honest_speedup(_verdict("slowed_reference", "native_threads")) == pytest.approx(2.0)

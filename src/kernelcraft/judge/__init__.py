@@ -13,13 +13,13 @@ from .evaluate import JUDGE_VERSION, DeviceUnavailable, Judge, baseline_kind, so
 from .normalize import context_hash, normalized_hash, normalized_source
 from .pool import Job, LocalPool, Result
 from .reference import TaskRunError
-from .slowdown import Slowdown, reference_slowdown
+from .slowdown import Slowdown, honest_speedup, overstatement, reference_slowdown
 from .static import StaticReport, check_source
 from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
 
 __all__ = [
     "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceDescription", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
     "LocalPool", "Result", "Slowdown", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
-    "TimingStats", "Verdict", "baseline_kind", "check_source", "context_hash", "describe_device", "normalized_hash",
-    "normalized_source", "reference_slowdown", "source_hash",
+    "TimingStats", "Verdict", "baseline_kind", "check_source", "context_hash", "describe_device", "honest_speedup",
+    "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "source_hash",
 ]

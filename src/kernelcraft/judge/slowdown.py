@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .verdict import TimingStats
+from .verdict import TimingStats, Verdict
 
 
 @dataclass(frozen=True)
@@ -33,3 +33,22 @@ def reference_slowdown(near: TimingStats, alone: TimingStats, account_host: bool
         share = min(1.0, alone.host_ms / alone.median_ms)
         factor = (1.0 - share) + share * near.probe_ms / alone.probe_ms
     return Slowdown(raw=raw, host_factor=factor, ratio=raw / factor if factor > 0 else raw)
+
+
+def overstatement(verdict: Verdict) -> float:
+    """How many times a verdict's speedup overstates its speedup over the reference alone: the
+    reference's slowdown (the host accounted, unless the candidate started native threads) where the
+    verdict is flagged slowed_reference and that slowdown is above 1; else 1."""
+    if not verdict.has_flag("slowed_reference") or verdict.reference is None or verdict.trusted_reference is None:
+        return 1.0
+    slowdown = reference_slowdown(verdict.reference, verdict.trusted_reference,
+                                  account_host=not verdict.has_flag("native_threads"))
+    return max(1.0, slowdown.ratio)
+
+
+def honest_speedup(verdict: Verdict) -> float:
+    """The effective speedup, but no more than the speedup over the reference alone where the verdict is
+    flagged slowed_reference: what a reward pays and what a kernel pack records for such a verdict."""
+    speedup = verdict.effective_speedup or 0.0
+    over = overstatement(verdict)
+    return min(speedup, verdict.speedup / over) if over > 1.0 and verdict.speedup else speedup

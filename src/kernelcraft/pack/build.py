@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..judge import Verdict
+from ..judge import Verdict, honest_speedup, overstatement
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, Store
 from ..tasks import Task, shape_of, task_from_source
@@ -21,8 +21,10 @@ from .manifest import PackEntry, PackError, PackManifest
 
 # Flags that put a verdict's time in doubt: such a kernel never goes into a pack. Others stay:
 # "shape_specialised" (wrong at another size) does not matter, as a pack calls a kernel only at its
-# own shape; "low_coverage", "noisy_timing" and "clock_drift" are about how well it was measured.
-EXCLUDED_FLAGS = frozenset({"side_stream", "native_threads", "slowed_reference", "below_flop_floor"})
+# own shape; "low_coverage", "noisy_timing" and "clock_drift" are about how well it was measured;
+# "slowed_reference" (the reference ran slower next to the kernel than alone) counts the kernel's
+# speedup over the reference alone, as the judge's rule and the RL reward do.
+EXCLUDED_FLAGS = frozenset({"side_stream", "native_threads", "below_flop_floor"})
 KERNELS = "kernels"
 RUNTIME = "kcpack"  # the loader's copy inside the pack, importable with only torch and triton
 RUNTIME_FILES = ("loader.py", "manifest.py")
@@ -50,6 +52,15 @@ sha256, the id of the verdict it was judged by, and its times and speedups over 
 
 
 @dataclass(frozen=True)
+class _Choice:
+    """A shape's best packable attempt, its verdict and its honest speedup."""
+
+    attempt: AttemptRow
+    verdict: Verdict
+    speedup: float
+
+
+@dataclass(frozen=True)
 class _Pick:
     """The kernel chosen for one shape."""
 
@@ -57,7 +68,7 @@ class _Pick:
     task: str
     verdict_id: int
     verdict: Verdict
-    speedup: float  # effective
+    speedup: float  # honest: effective, or over the reference alone for a slowed_reference verdict
 
 
 def _run_sets(store: Store, run_id: str) -> dict[str, object]:
@@ -83,18 +94,24 @@ def judged_shape(task: Task, device: str, sets: dict[str, object]) -> tuple[int,
     return (int(sizes.get("M", shape.m)), int(sizes.get("N", shape.n)), int(sizes.get("K", shape.k)))
 
 
-def _choose(store: Store, attempts: list[AttemptRow]) -> tuple[AttemptRow | None, Verdict | None, str]:
-    """The best correct attempt whose verdict has no excluded flag, its verdict, and why none when none."""
+def _choose(store: Store, attempts: list[AttemptRow]) -> tuple[_Choice | None, str]:
+    """The correct attempt of the highest honest speedup whose verdict has no excluded flag, and why
+    none when none."""
     remaining = [a for a in attempts if a.status == "correct" and a.verdict_id]
     flagged: set[str] = set()
-    while (best := best_attempt(remaining)) is not None:
-        verdict = store.verdict(best.verdict_id)
+    chosen: _Choice | None = None
+    # Attempts come highest effective speedup first, and the honest speedup is never above it.
+    while (attempt := best_attempt(remaining)) is not None and (chosen is None or (attempt.speedup or 0.0) > chosen.speedup):
+        remaining.remove(attempt)
+        verdict = store.verdict(attempt.verdict_id)
         codes = {f.code for f in verdict.flags} & EXCLUDED_FLAGS
-        if not codes:
-            return best, verdict, ""
-        flagged |= codes
-        remaining.remove(best)
-    return None, None, f"every correct kernel is flagged ({', '.join(sorted(flagged))})" if flagged else "no correct kernel"
+        if codes:
+            flagged |= codes
+        elif chosen is None or honest_speedup(verdict) > chosen.speedup:
+            chosen = _Choice(attempt, verdict, honest_speedup(verdict))
+    if chosen is not None:
+        return chosen, ""
+    return None, f"every correct kernel is flagged ({', '.join(sorted(flagged))})" if flagged else "no correct kernel"
 
 
 def _picks(store: Store, run_id: str, min_speedup: float) -> tuple[list[_Pick], dict[str, str]]:
@@ -107,15 +124,15 @@ def _picks(store: Store, run_id: str, min_speedup: float) -> tuple[list[_Pick], 
         if shape_of(task) is None:
             continue
         gemm_tasks += 1
-        best, verdict, why = _choose(store, store.attempts(run_id, row.task_key))
+        best, why = _choose(store, store.attempts(run_id, row.task_key))
         if best is None:
             left_out[row.task_key] = why
             continue
-        shape = judged_shape(task, verdict.device, sets)
+        shape = judged_shape(task, best.verdict.device, sets)
         if best.speedup <= min_speedup:
             left_out[row.task_key] = f"best kernel {best.speedup:.2f}x is not above {min_speedup:.2f}x (torch.matmul serves it)"
         elif shape not in picks or best.speedup > picks[shape].speedup:
-            picks[shape] = _Pick(shape, row.task_key, best.verdict_id, verdict, best.speedup)
+            picks[shape] = _Pick(shape, row.task_key, best.attempt.verdict_id, best.verdict, best.speedup)
     if gemm_tasks == 0:
         raise PackError(f"run {run_id} has no hgemm task: a pack holds GEMM kernels (optimize hgemm ...)")
     if not picks:
@@ -144,9 +161,10 @@ def _entry(store: Store, pick: _Pick, kernels: Path) -> PackEntry:
     (kernels.parent / rel).write_bytes(data)
     v = pick.verdict
     server = (getattr(v, "scenarios", {}) or {}).get("server")
+    over = overstatement(v)  # 1.0 unless the reference ran slower next to the kernel than alone
     return PackEntry(m=m, n=n, k=k, kernel=rel, sha256=hashlib.sha256(data).hexdigest(), task=pick.task,
-                     verdict_id=pick.verdict_id, kernel_ms=v.candidate.median_ms, reference_ms=v.reference.median_ms,
-                     speedup=v.speedup, speedup_server=float(server["speedup"]) if server else None)
+                     verdict_id=pick.verdict_id, kernel_ms=v.candidate.median_ms, reference_ms=v.reference.median_ms / over,
+                     speedup=v.speedup / over, speedup_server=float(server["speedup"]) / over if server else None)
 
 
 def build_pack(store: Store, run_id: str, out_dir: Path, *, min_speedup: float = 1.0) -> PackManifest:

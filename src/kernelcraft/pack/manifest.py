@@ -30,9 +30,11 @@ class PackEntry:
     task: str  # the task key it was judged on
     verdict_id: int  # in the workspace the pack was built from
     kernel_ms: float  # offline median of the kernel
-    reference_ms: float  # offline median of torch.matmul, timed interleaved with the kernel
+    # offline median of torch.matmul, timed interleaved with the kernel; where it ran slower there than
+    # alone (the verdict's slowed_reference flag), its time alone (the host's speed accounted)
+    reference_ms: float
     speedup: float  # offline: reference_ms / kernel_ms
-    speedup_server: float | None = None  # the server scenario's speedup, where the verdict measured it
+    speedup_server: float | None = None  # the server scenario's speedup where the verdict measured it (corrected as speedup is)
 
     @property
     def shape(self) -> tuple[int, int, int]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..judge import Status, Verdict, reference_slowdown
+from ..judge import Status, Verdict, honest_speedup
 from .advantages import zscore
 from .episode import Episode, role_groups
 
@@ -69,7 +69,7 @@ def coder_reward(verdict: Verdict, cfg: RewardConfig,
     coverage = verdict.coverage or 0.0  # a correct verdict without coverage shows no own kernel at work
     if coverage < cfg.min_coverage:
         return CoderReward(0.0, True, "low_coverage", _parts())
-    speedup, reason = _honest_speedup(verdict), ""
+    speedup, reason = honest_speedup(verdict), ""
     if speedup > cfg.remeasure_above:
         again = remeasure(verdict) if remeasure is not None else None
         if again is not None and _is_hack(again, cfg):
@@ -77,22 +77,10 @@ def coder_reward(verdict: Verdict, cfg: RewardConfig,
         if again is None or not again.correct:
             speedup, reason = cfg.remeasure_above, "not_remeasured"
         else:
-            speedup, reason = min(speedup, again.effective_speedup or 0.0), "remeasured"
+            speedup, reason = min(speedup, honest_speedup(again)), "remeasured"
     parts = _parts(correct=cfg.correct_weight, speedup=cfg.speedup_weight * min(speedup, cfg.speedup_cap),
                    coverage=cfg.coverage_weight * coverage)
     return CoderReward(sum(parts.values()), False, reason, parts)
-
-
-def _honest_speedup(verdict: Verdict) -> float:
-    """The effective speedup; where the reference ran slower next to the candidate than alone, no
-    more than the speedup over the reference's time alone (the host's own speed accounted, as the
-    judge's rule does, where the verdict has both measurements' host probes)."""
-    speedup = verdict.effective_speedup or 0.0
-    slowed = any(f.code == "slowed_reference" for f in verdict.flags)
-    if slowed and verdict.reference is not None and verdict.trusted_reference is not None and verdict.speedup:
-        # without host probes the ratio is the raw one, and this is the speedup over the reference alone
-        speedup = min(speedup, verdict.speedup / reference_slowdown(verdict.reference, verdict.trusted_reference).ratio)
-    return speedup
 
 
 def selector_reward(coder_returns: list[float]) -> float:
