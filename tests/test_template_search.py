@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kernelcraft.judge import Job, JudgeConfig, LocalPool, check_source
-from kernelcraft.search.gemm_templates import (VARIANTS, DeviceCaps, GemmConfig, TemplateError, config_space, render,
-                                               shared_memory, supported_variants, triton_has_descriptors)
+from kernelcraft.search.gemm_templates import (VARIANTS, DeviceCaps, GemmConfig, TemplateError, config_space, inline_sum,
+                                               render, shared_memory, supported_variants, triton_has_descriptors)
 from kernelcraft.tasks import Shape, hgemm_task
 
 from .conftest import evaluate_all
@@ -28,7 +28,8 @@ CPU = DeviceCaps("cpu")
 # One configuration of each kind the template writes, small enough for the interpreter, with the
 # kernels its forward launches.
 KINDS = {GemmConfig(32, 32, 32, 8, 3, 4, 1, "tiled"): {"_gemm"},
-         GemmConfig(32, 16, 32, 1, 3, 4, 4, "tiled"): {"_gemm_split"},
+         GemmConfig(32, 16, 32, 1, 3, 4, 4, "tiled"): {"_gemm_split"},  # slices summed by the tile's last program
+         GemmConfig(64, 128, 32, 1, 3, 4, 16, "tiled"): {"_gemm_split", "_sum_splits"},  # too many bytes: a second kernel
          GemmConfig(16, 32, 32, 8, 3, 4, 1, "persistent"): {"_gemm_persistent"},
          GemmConfig(32, 32, 32, 8, 3, 4, 1, "tma"): {"_gemm_tma", "_gemm"},  # _gemm: rows descriptors cannot address
          GemmConfig(16, 16, 32, 2, 3, 4, 1, "tma_persistent"): {"_gemm_tma", "_gemm"}}
@@ -120,25 +121,34 @@ def test_on_cuda_every_variant_is_exact_and_later_calls_launch_from_cpp(gpu_pool
             assert set(coverage["custom_kernels"]) == kernels, coverage
 
 
+def test_split_k_sums_small_tiles_in_the_gemm_kernel_and_large_ones_in_a_second() -> None:
+    assert inline_sum(GemmConfig(32, 32, 64, split_k=16)) and inline_sum(GemmConfig(64, 64, 64, split_k=16))
+    assert not inline_sum(GemmConfig(256, 128, 64, split_k=16)) and not inline_sum(GemmConfig(128, 256, 64, split_k=4))
+    assert "_sum_splits" not in render(GemmConfig(64, 64, 64, split_k=16))
+    assert "_sum_splits" in render(GemmConfig(256, 128, 64, warps=8, split_k=16))
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("config", [GemmConfig(32, 32, 64, 8, 3, 4, 8, "tiled"), GemmConfig(64, 128, 64, 8, 3, 4, 16, "tiled")],
+                         ids=lambda c: c.name)
 def test_on_cuda_split_k_sums_exactly_on_every_call_and_on_two_streams_at_once(
-        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Split-K's one kernel: the last program of a tile to arrive sums the slices and sets the tile's
-    counter back to zero, so every later call (the C++ launcher's kept workspace) is exact too, and
-    two streams running the same shape at once each have their own workspace."""
+        config: GemmConfig, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split-K, both ways of summing: where the last program of a tile to arrive sums the slices, it
+    sets the tile's counter back to zero, so every later call (the C++ launcher's kept workspace) is
+    exact too; two streams running the same shape at once each have their own workspace."""
     import importlib.util
 
     import torch
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache_dir / "torch_extensions"))
     path = tmp_path / "split_k_candidate.py"
-    path.write_text(render(GemmConfig(32, 32, 64, 8, 3, 4, 8, "tiled")))
+    path.write_text(render(config))
     spec = importlib.util.spec_from_file_location("split_k_candidate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     model = module.ModelNew()
     assert module._NATIVE["module"] is not None, "the C++ launcher did not build"
-    m, n, k = 256, 192, 4096  # 48 tiles of 8 slices each
+    m, n, k = 256, 192, 4096  # 48 tiles of 8 slices, or 8 of 16
     gen = torch.Generator().manual_seed(0)
 
     def inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -41,6 +41,12 @@ RIDGE = 256
 # shape's work into kernel time for that comparison (dense fp16 a good Hopper kernel sustains).
 TMA_EXTRA_HOST_S = 27e-6
 FP16_RATE = 6e14
+# Split-K sums a tile's slices in its last program to arrive, saving the second launch (several
+# microseconds of host time), while the slices' fp32 bytes are few enough for one program to read
+# quickly (here up to 256 KB a tile); beyond, a reduction kernel spread over the device sums them.
+# H100: 16 slices of 32x32 and 64x64 tiles (64-256 KB) gained on the second launch; 16 slices of
+# 256x128 (2 MB) fell from 0.94-1.00x to 0.64-0.80x of torch.matmul.
+INLINE_SUM_ELEMS = 64 * 1024
 _NAMED = re.compile(r"# kernelcraft template GEMM \((tma_persistent|tiled|persistent|tma)_(\d+)x(\d+)x(\d+)_g(\d+)_s(\d+)_w(\d+)"
                     r"(?:_k(\d+))?\)")
 
@@ -151,7 +157,13 @@ def render(config: GemmConfig) -> str:
         raise TemplateError(f"variant {config.variant} needs triton.tools.tensor_descriptor, which the installed Triton lacks")
     return template("triton_gemm.py.j2").render(c=config, name=config.name, summary=SUMMARIES[config.variant], tma=tma,
                                                 persistent=config.variant.endswith("persistent"),
-                                                launcher_cpp=_launcher_cpp())
+                                                inline_sum=inline_sum(config), launcher_cpp=_launcher_cpp())
+
+
+def inline_sum(config: GemmConfig) -> bool:
+    """Whether `config`'s split-K sums a tile's slices inside the GEMM kernel (the last program of the
+    tile to arrive) rather than in a second kernel."""
+    return config.split_k * config.block_m * config.block_n <= INLINE_SUM_ELEMS
 
 
 def _blocks(sizes: tuple[int, ...], dim: int, smallest: int) -> list[int]:

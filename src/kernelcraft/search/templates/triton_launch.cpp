@@ -36,7 +36,7 @@ struct Scratch {
 };
 
 struct Plan {
-  int64_t device, m, n, k, lda, ldb, aligned, ws_elems, count_elems;
+  int64_t owner, device, m, n, k, lda, ldb, aligned, ws_elems, count_elems;
   std::vector<Launch> launches;
   // Split-K's fp32 workspace then its int32 tile counters, one buffer per stream: the kernel leaves
   // the counters at zero, so a buffer is zeroed once, when made, and two streams never share one.
@@ -63,9 +63,11 @@ char* scratch_for(Plan& p, CUstream stream, const torch::Tensor& like) {
 
 }  // namespace
 
-int64_t add_plan(int64_t device, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t aligned,
-                 int64_t ws_elems, int64_t count_elems) {
-  plans.push_back(Plan{device, m, n, k, lda, ldb, aligned, ws_elems, count_elems, {}, {}});
+// `owner` names the Python module whose kernels these are: every template kernel of a process shares
+// this extension, and two of them may have kernels for the same shape.
+int64_t add_plan(int64_t owner, int64_t device, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                 int64_t aligned, int64_t ws_elems, int64_t count_elems) {
+  plans.push_back(Plan{owner, device, m, n, k, lda, ldb, aligned, ws_elems, count_elems, {}, {}});
   return static_cast<int64_t>(plans.size()) - 1;
 }
 
@@ -84,7 +86,7 @@ void add_launch(int64_t plan, int64_t function, int64_t gx, int64_t gy, int64_t 
   plans.at(static_cast<size_t>(plan)).launches.push_back(l);
 }
 
-torch::Tensor run(const torch::Tensor& a, const torch::Tensor& b) {
+torch::Tensor run(const torch::Tensor& a, const torch::Tensor& b, int64_t owner) {
   if (!a.is_cuda() || !b.is_cuda() || a.dim() != 2 || b.dim() != 2 || a.scalar_type() != at::kHalf ||
       b.scalar_type() != at::kHalf || a.stride(1) != 1 || b.stride(1) != 1 || a.size(1) != b.size(0) ||
       a.get_device() != b.get_device()) {
@@ -93,8 +95,8 @@ torch::Tensor run(const torch::Tensor& a, const torch::Tensor& b) {
   const int64_t device = a.get_device();
   const int64_t aligned = aligned_bits(a, b);
   for (Plan& p : plans) {
-    if (p.device != device || p.m != a.size(0) || p.n != b.size(1) || p.k != a.size(1) || p.lda != a.stride(0) ||
-        p.ldb != b.stride(0) || p.aligned != aligned) {
+    if (p.owner != owner || p.device != device || p.m != a.size(0) || p.n != b.size(1) || p.k != a.size(1) ||
+        p.lda != a.stride(0) || p.ldb != b.stride(0) || p.aligned != aligned) {
       continue;
     }
     CUcontext ctx = nullptr;
