@@ -151,7 +151,8 @@ def summary(rows: list[ShapeRow]) -> list[dict]:
             continue
         xs = [x for _, x in pairs]
         worst = min(pairs, key=lambda p: p[1])
-        wins = sum(1 for r in rows if getattr(r, attr) and getattr(r, attr) > 1.0 and (attr not in ("vs_matmul", "vs_matmul_alone") or r.significant))
+        offline_vs_matmul = attr in ("vs_matmul", "vs_matmul_alone")  # a win there must also be significant
+        wins = sum(1 for r in rows if getattr(r, attr) and getattr(r, attr) > 1.0 and (not offline_vs_matmul or r.significant))
         out.append({"comparison": label, "shapes": len(xs), "geomean": geomean(xs), "median": statistics.median(xs),
                     "win_rate": wins / len(xs), "worst": f"{worst[1]:.2f}x ({worst[0]})"})
     return out

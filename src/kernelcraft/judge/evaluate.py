@@ -29,7 +29,7 @@ from .device import describe_device
 from .locks import device_lock
 from .reference import ReferenceData, TaskRunError
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
-from .slowdown import Slowdown, reference_slowdown
+from .slowdown import verdict_slowdown
 from .static import check_source
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
@@ -433,11 +433,11 @@ class Judge:
         # moment slows both sides of every sample alike. A candidate that slows the reference does
         # so again; the verdict keeps the second measurement either way.
         win = v.speedup > 1.0 and v.significant
-        slowed = self._slowdown(v, ref.trusted).ratio if win else 1.0
+        slowed = verdict_slowdown(v, ref.trusted).ratio if win else 1.0
         if slowed > cfg.slowed_reference_reject:
             first = v.speedup
             self._time(w, v, cfg, v.stages.pop().seconds)
-            again = self._slowdown(v, ref.trusted).ratio
+            again = verdict_slowdown(v, ref.trusted).ratio
             v.stage("timing").details["retimed"] = {"speedup": first, "reference_vs_trusted": slowed}
             v.flags.append(Flag("noisy_timing", f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
                                                 f"({first:.2f}x); timed again: {again:.2f}x slower ({v.speedup:.2f}x)"))
@@ -518,12 +518,6 @@ class Judge:
                                 "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms")}
         v.env["clocks"] = a["clocks"]
 
-    @staticmethod
-    def _slowdown(v: Verdict, alone: TimingStats) -> Slowdown:
-        """The reference next to the candidate against `alone`, the host's own speed accounted
-        unless the candidate started native threads (then its process may be slow by its doing)."""
-        return reference_slowdown(v.reference, alone, account_host=not any(f.code == "native_threads" for f in v.flags))
-
     def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any],
                  timeout: float) -> tuple[dict[str, Any], TimingStats, TimingStats]:
         """One timing command in the worker (it appends a timing stage): the worker's answer and
@@ -568,7 +562,7 @@ class Judge:
             alone_now = self.baseline(task, compiled=False)["reference"]
             if alone_now.median_ms < v.trusted_reference.median_ms:
                 v.trusted_reference = alone_now
-        slowdown = self._slowdown(v, v.trusted_reference)
+        slowdown = verdict_slowdown(v, v.trusted_reference)
         slowed = slowdown.ratio
         stage.details.update(bytes=ref.bytes, flops=ref.flops, bytes_floor_ms=bytes_floor_ms, flop_floor_ms=flop_floor_ms,
                              reference_vs_trusted=slowed, reference_vs_trusted_raw=slowdown.raw,
@@ -582,7 +576,7 @@ class Judge:
             # alone now means a busy host, not the candidate.
             if alone_now is None:
                 alone_now = self.baseline(task, compiled=False)["reference"]
-            stage.details["reference_vs_trusted_now"] = self._slowdown(v, alone_now).ratio
+            stage.details["reference_vs_trusted_now"] = verdict_slowdown(v, alone_now).ratio
             slowed = min(slowed, stage.details["reference_vs_trusted_now"])
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
             self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "

@@ -35,15 +35,19 @@ def reference_slowdown(near: TimingStats, alone: TimingStats, account_host: bool
     return Slowdown(raw=raw, host_factor=factor, ratio=raw / factor if factor > 0 else raw)
 
 
+def verdict_slowdown(verdict: Verdict, alone: TimingStats) -> Slowdown:
+    """The verdict's reference (timed next to its candidate) against `alone`: the host accounted unless
+    the candidate started native threads (then its process may be slow by the candidate's doing)."""
+    return reference_slowdown(verdict.reference, alone, account_host=not verdict.has_flag("native_threads"))
+
+
 def overstatement(verdict: Verdict) -> float:
     """How many times a verdict's speedup overstates its speedup over the reference alone: the
     reference's slowdown (the host accounted, unless the candidate started native threads) where the
     verdict is flagged slowed_reference and that slowdown is above 1; else 1."""
     if not verdict.has_flag("slowed_reference") or verdict.reference is None or verdict.trusted_reference is None:
         return 1.0
-    slowdown = reference_slowdown(verdict.reference, verdict.trusted_reference,
-                                  account_host=not verdict.has_flag("native_threads"))
-    return max(1.0, slowdown.ratio)
+    return max(1.0, verdict_slowdown(verdict, verdict.trusted_reference).ratio)
 
 
 def honest_speedup(verdict: Verdict) -> float:

@@ -107,8 +107,10 @@ def _choose(store: Store, attempts: list[AttemptRow]) -> tuple[_Choice | None, s
         codes = {f.code for f in verdict.flags} & EXCLUDED_FLAGS
         if codes:
             flagged |= codes
-        elif chosen is None or honest_speedup(verdict) > chosen.speedup:
-            chosen = _Choice(attempt, verdict, honest_speedup(verdict))
+            continue
+        speedup = honest_speedup(verdict)
+        if chosen is None or speedup > chosen.speedup:
+            chosen = _Choice(attempt, verdict, speedup)
     if chosen is not None:
         return chosen, ""
     return None, f"every correct kernel is flagged ({', '.join(sorted(flagged))})" if flagged else "no correct kernel"
