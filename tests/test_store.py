@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -130,3 +131,14 @@ def test_a_recorded_run_replays_its_answers_under_any_model_name(tmp_path: Path)
     assert again[0].usage.completion_tokens == 4
     with pytest.raises(LLMError, match="no answer left"):
         replay.chat(replay.request(asked[0], sample=2))  # another sample was never recorded
+
+
+def test_correct_kernels_put_the_faster_measured_first_among_those_within_noise(tmp_path: Path) -> None:
+    task = resolve_task("softmax_rows")
+    noise = [dataclasses.replace(_verdict(task.key, s), significant=False) for s in (1.02, 1.08, 0.97)]
+    with Store(tmp_path) as store:
+        for i, v in enumerate([_verdict(task.key, 0.9), *noise, _verdict(task.key, 1.5)]):
+            store.record_verdict(task, f"src{i}", dataclasses.replace(v, candidate_hash=f"h{i}"), context_hash="ctx")
+        ranked = [(source, speedup) for _, source, speedup in store.correct_kernels("ctx")]
+    # 1.5 is a win; the three within noise count 1.0 each, the 1.08 one first; a significant 0.9 last
+    assert ranked == [("src4", 1.5), ("src2", 1.0), ("src1", 1.0), ("src3", 1.0), ("src0", 0.9)]

@@ -304,10 +304,11 @@ class Store(SkillTables):
         return int(cur.lastrowid)
 
     def correct_kernels(self, context_hash: str, limit: int = 50) -> list[tuple[int, str, float]]:
-        """Correct kernels judged in this context by any run, fastest first: (verdict id, source, effective speedup)."""
+        """Correct kernels judged in this context by any run, fastest first: (verdict id, source, effective speedup).
+        Of kernels within noise of the reference (effective speedup 1.0), the faster measured comes first."""
         rows = self._query("SELECT v.id, c.source, v.effective_speedup FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
                            "WHERE v.context_hash=? AND v.status='correct' AND v.effective_speedup IS NOT NULL "
-                           "ORDER BY v.effective_speedup DESC LIMIT ?", (context_hash, limit))
+                           "ORDER BY v.effective_speedup DESC, v.speedup DESC LIMIT ?", (context_hash, limit))
         return [(int(r[0]), r[1], float(r[2])) for r in rows]
 
     def judged_norm_hashes(self, context_hash: str) -> set[str]:
