@@ -251,7 +251,7 @@ def test_not_a_pack(tmp_path: Path) -> None:
 def test_loader_imports_only_the_standard_library_torch_and_triton() -> None:
     root = Path(kpack.__file__).parent
     allowed = set(sys.stdlib_module_names) | {"torch", "triton", "__future__"}
-    for name, relative in (("loader.py", {"manifest"}), ("manifest.py", set())):
+    for name, relative in (("loader.py", {"manifest", "prebuilt"}), ("manifest.py", set()), ("prebuilt.py", {"manifest"})):
         for node in ast.walk(ast.parse((root / name).read_text())):
             if isinstance(node, ast.Import):
                 assert {a.name.split(".")[0] for a in node.names} <= allowed, (name, ast.dump(node))
@@ -405,6 +405,45 @@ def test_pack_loads_where_kernelcraft_is_not_imported(gemm_run: tuple[Path, str,
     env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(cache_dir / "pack_extensions")}
     p = subprocess.run([sys.executable, "-c", code, str(pack_dir)], check=False, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
+
+
+_LOAD_AND_MULTIPLY = ("import sys; sys.path.insert(0, sys.argv[1]); import torch, kcpack\n"
+                      "p = kcpack.load(sys.argv[1]); a = torch.ones(64, 32, dtype=torch.float16); b = torch.ones(32, 64, dtype=torch.float16)\n"
+                      "assert p.route(a, b).kind == 'exact' and bool((p.matmul(a, b) == 32).all())\n")
+
+
+def _load_without_a_compiler(pack_dir: Path, extensions_dir: Path) -> subprocess.CompletedProcess:
+    """Load the pack and run a kernel in a process that finds no compiler and no ninja (nothing on PATH)
+    and builds into an empty extensions directory."""
+    env = {**os.environ, "PATH": str(extensions_dir / "no-bin"), "TORCH_EXTENSIONS_DIR": str(extensions_dir)}
+    env.pop("CXX", None)
+    return subprocess.run([sys.executable, "-c", _LOAD_AND_MULTIPLY, str(pack_dir)], check=False, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_compiled_pack_loads_where_nothing_can_compile(gemm_run: tuple[Path, str, Path], cache_dir: Path,
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, run_id, plain = gemm_run
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache_dir / "pack_extensions"))
+    p = kc("pack", "build", run_id, "--out", "compiled", "--min-speedup", "0", "--compile", "--json", cwd=root)
+    assert p.returncode == 0, p.stdout + p.stderr
+    pack_dir = root / "compiled"
+    (ext,) = read_manifest(pack_dir).extensions  # both kernels make the same load_inline call: one library
+    assert ext.module == "kc_test_pack_hgemm" and (pack_dir / ext.file).is_file() and ext.file.startswith("ext/")
+    assert (pack_dir / "kcpack" / "prebuilt.py").is_file()
+    # Without the shipped library the kernel must compile, and here it cannot; with it, nothing is built.
+    failed = _load_without_a_compiler(plain, tmp_path / "ext-plain")
+    assert failed.returncode != 0 and "cannot load the kernel" in failed.stderr, failed.stderr
+    loaded = _load_without_a_compiler(pack_dir, tmp_path / "ext-compiled")
+    assert loaded.returncode == 0, loaded.stderr
+    assert not list((tmp_path / "ext-compiled").rglob("*.so"))
+    # A library changed after the build is refused, by name.
+    (pack_dir / ext.file).write_bytes((pack_dir / ext.file).read_bytes() + b"\0")
+    with pytest.raises(PackError, match=f"{ext.file}: contents differ"):
+        load(pack_dir)
+    (pack_dir / ext.file).unlink()
+    with pytest.raises(PackError, match="compiled library missing"):
+        load(pack_dir)
 
 
 def test_cli_show_and_bench(gemm_run: tuple[Path, str, Path], cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,13 +54,15 @@ def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by 
                workspace: Path = WorkspaceOpt,
                min_speedup: float = typer.Option(1.0, "--min-speedup", help="Leave out shapes whose best kernel's "
                                                  "effective speedup is not above this (default: kernels that beat torch.matmul)."),
+               compile_kernels: bool = typer.Option(False, "--compile", help="Build every kernel here (on the pack's device) and "
+                                            "ship the libraries it compiles, so the pack loads without a compiler."),
                as_json: bool = JsonOpt) -> None:
     """Write the run's best verified kernel per GEMM shape, a manifest and the loader into a directory."""
     if not (workspace / DB_NAME).is_file():
         raise UsageError(f"{workspace}: no kernelcraft workspace (no {DB_NAME})")
     with Store(workspace) as store:
         try:
-            manifest = build_pack(store, run_id, out_dir, min_speedup=min_speedup)
+            manifest = build_pack(store, run_id, out_dir, min_speedup=min_speedup, compile_kernels=compile_kernels)
         except PackError as e:
             raise UsageError(str(e)) from None
     _print_manifest(manifest, as_json)

@@ -17,7 +17,9 @@ from ..judge import Verdict, honest_speedup, overstatement
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, Store
 from ..tasks import Task, shape_of, task_from_source
-from .manifest import PackEntry, PackError, PackManifest
+from .loader import import_kernel
+from .manifest import PackEntry, PackError, PackExtension, PackManifest
+from .prebuilt import recording
 
 # Flags that put a verdict's time in doubt: such a kernel never goes into a pack. Others stay:
 # "shape_specialised" (wrong at another size) does not matter, as a pack calls a kernel only at its
@@ -27,7 +29,7 @@ from .manifest import PackEntry, PackError, PackManifest
 EXCLUDED_FLAGS = frozenset({"side_stream", "native_threads", "below_flop_floor"})
 KERNELS = "kernels"
 RUNTIME = "kcpack"  # the loader's copy inside the pack, importable with only torch and triton
-RUNTIME_FILES = ("loader.py", "manifest.py")
+RUNTIME_FILES = ("loader.py", "manifest.py", "prebuilt.py")
 RUNTIME_INIT = '"""A kernelcraft kernel pack\'s loader: `kcpack.load(PACK_DIR)`."""\n\nfrom .loader import KernelPack, PackError, Route, load\n'
 
 README = """kernelcraft kernel pack: {count} {dtype} GEMM kernel(s) for {device_name} ({device}),
@@ -46,8 +48,10 @@ or, where kernelcraft is not installed (torch and triton are enough):
     pack = kcpack.load("PACK_DIR")
 
 manifest.json lists every shape's kernel file (kernels/MxNxK.py, a module defining ModelNew), its
-sha256, the id of the verdict it was judged by, and its times and speedups over torch.matmul.
-`kernelcraft pack show DIR` prints it; `kernelcraft pack bench DIR` times the pack on this machine.
+sha256, the id of the verdict it was judged by, and its times and speedups over torch.matmul; and
+the compiled libraries in ext/ (built with --compile), which kernels that build C++ or CUDA with
+load_inline load instead of compiling. `kernelcraft pack show DIR` prints it; `kernelcraft pack
+bench DIR` times the pack on this machine.
 """
 
 
@@ -169,12 +173,32 @@ def _entry(store: Store, pick: _Pick, kernels: Path) -> PackEntry:
                      speedup=v.speedup / over, speedup_server=float(server["speedup"]) / over if server else None)
 
 
-def build_pack(store: Store, run_id: str, out_dir: Path, *, min_speedup: float = 1.0) -> PackManifest:
+def _compile(out_dir: Path, entries: list[PackEntry], device: str) -> list[PackExtension]:
+    """Construct every kernel once, copying the libraries its load_inline calls build into the pack."""
+    import torch
+
+    found: dict[str, PackExtension] = {}
+    try:
+        if device == "cuda" and not torch.cuda.is_available():
+            raise PackError("--compile builds the kernels on the pack's device, and this machine has no CUDA device")
+        for e in entries:
+            with recording(out_dir, found):
+                import_kernel(out_dir / e.kernel, e)
+    except PackError:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return sorted(found.values(), key=lambda x: x.file)
+
+
+def build_pack(store: Store, run_id: str, out_dir: Path, *, min_speedup: float = 1.0, compile_kernels: bool = False) -> PackManifest:
     """Write a pack of run `run_id`'s GEMM kernels into `out_dir` (new or empty): for each hgemm shape the
     correct kernel with the best effective speedup whose verdict has no EXCLUDED_FLAGS, if that speedup
-    is above `min_speedup`; the manifest, a README and the loader (`kcpack`). Returns the manifest.
+    is above `min_speedup`; the manifest, a README and the loader (`kcpack`). With `compile_kernels`, every
+    kernel is constructed here once and the libraries its load_inline calls build are shipped in the
+    pack (so it loads without a compiler); that needs the pack's device. Returns the manifest.
 
-    Raises PackError for an unknown run, a run without a kernel to pack, or an occupied `out_dir`."""
+    Raises PackError for an unknown run, a run without a kernel to pack, an occupied `out_dir`, or a
+    kernel that does not build here (the directory is then removed)."""
     try:
         store.run(run_id)
     except KeyError:
@@ -187,8 +211,9 @@ def build_pack(store: Store, run_id: str, out_dir: Path, *, min_speedup: float =
     kernels = out_dir / KERNELS
     kernels.mkdir(parents=True)
     entries = [_entry(store, p, kernels) for p in picks]
+    extensions = _compile(out_dir, entries, str(env["device"])) if compile_kernels else []
     manifest = PackManifest(**env, run_id=run_id, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                            entries=entries, left_out=left_out)
+                            entries=entries, left_out=left_out, extensions=extensions)
     manifest.write(out_dir)
     runtime = out_dir / RUNTIME
     runtime.mkdir()

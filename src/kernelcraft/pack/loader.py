@@ -1,7 +1,7 @@
 """Load a kernel pack and dispatch `matmul(a, b)` by shape.
 
-Standard library, torch and triton only (and `manifest.py`, itself standard library only): this
-file is copied into every pack, so a pack loads where kernelcraft is not installed.
+Standard library, torch and triton only (and `manifest.py` and `prebuilt.py`, standard library and
+torch only): this file is copied into every pack, so a pack loads where kernelcraft is not installed.
 
 Dispatch, decided once per distinct (shapes, dtypes, device, contiguity, grad) and cached, so a
 call costs one dict lookup before the kernel:
@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from .manifest import PackEntry, PackError, PackManifest, read_manifest
+from .prebuilt import serving
 
 Matmul = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -126,7 +127,7 @@ def _check_environment(manifest: PackManifest, force: bool) -> None:
                             "(force to load it anyway)")
 
 
-def _import_kernel(path: Path, entry: PackEntry) -> torch.nn.Module:
+def import_kernel(path: Path, entry: PackEntry) -> torch.nn.Module:
     """Import a kernel file as a module of its own and construct its ModelNew once."""
     name = f"kcpack_kernel_{entry.name}_{entry.sha256[:12]}"
     try:
@@ -218,7 +219,8 @@ def _sha256(path: Path) -> str:
 def load(path: str | Path, *, force: bool = False, fallback: bool = False) -> KernelPack:
     """Load the pack in directory `path`: check it was built on this device name and these torch and
     triton versions (`force` skips that), that every kernel file is present (`fallback` serves a missing
-    one's shape with torch.matmul instead) and unchanged, and construct every kernel.
+    one's shape with torch.matmul instead) and unchanged, and construct every kernel, its load_inline
+    calls answered by the libraries the pack ships (`pack build --compile`) where it has them.
 
     Raises PackError, with a one-line message naming the problem (and the file)."""
     root = Path(path)
@@ -227,6 +229,12 @@ def load(path: str | Path, *, force: bool = False, fallback: bool = False) -> Ke
     missing = [e.kernel for e in manifest.entries if not (root / e.kernel).is_file()]
     if missing and not fallback:
         raise PackError(f"{root}: kernel file(s) missing: {', '.join(missing)} (fallback to serve them with torch.matmul)")
+    for ext in manifest.extensions:
+        file = root / ext.file
+        if not file.is_file():
+            raise PackError(f"{file}: compiled library missing (build the pack again, or without --compile)")
+        if _sha256(file) != ext.sha256:
+            raise PackError(f"{file}: contents differ from the manifest's sha256: the library was changed after the pack was built")
     models = {}
     for e in manifest.entries:
         file = root / e.kernel
@@ -234,5 +242,6 @@ def load(path: str | Path, *, force: bool = False, fallback: bool = False) -> Ke
             continue
         if _sha256(file) != e.sha256:
             raise PackError(f"{file}: contents differ from the manifest's sha256: the kernel was changed after the pack was built")
-        models[e.shape] = _import_kernel(file, e)
+        with serving(root, manifest.extensions):
+            models[e.shape] = import_kernel(file, e)
     return KernelPack(root, manifest, models, missing)

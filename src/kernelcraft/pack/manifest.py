@@ -51,6 +51,17 @@ class PackEntry:
 
 
 @dataclass(frozen=True)
+class PackExtension:
+    """A compiled library shipped in the pack (`pack build --compile`): the load_inline call it answers,
+    and the file (see prebuilt.py)."""
+
+    key: str  # hash of the load_inline call's arguments that built it
+    module: str  # the Python module name it was compiled as
+    file: str  # path inside the pack, e.g. "ext/3f2a....so"
+    sha256: str  # of the file's bytes
+
+
+@dataclass(frozen=True)
 class PackManifest:
     """What a pack holds and where it was measured; `entries` one per shape."""
 
@@ -65,6 +76,7 @@ class PackManifest:
     entries: list[PackEntry]
     dtype: str = "float16"
     left_out: dict[str, str] = field(default_factory=dict)  # task key -> why the run has no kernel for it in the pack
+    extensions: list[PackExtension] = field(default_factory=list)  # compiled libraries its kernels load instead of building
     format: int = FORMAT
 
     def entry(self, m: int, n: int, k: int) -> PackEntry | None:
@@ -93,7 +105,8 @@ def read_manifest(directory: str | Path) -> PackManifest:
         if int(data.get("format", 0)) > FORMAT:
             raise PackError(f"{path}: pack format {data['format']}, this kernelcraft reads format {FORMAT} and older")
         entries = [PackEntry(**_known(PackEntry, e)) for e in data["entries"]]
-        return PackManifest(**{**_known(PackManifest, data), "entries": entries})
+        extensions = [PackExtension(**_known(PackExtension, e)) for e in data.get("extensions", [])]
+        return PackManifest(**{**_known(PackManifest, data), "entries": entries, "extensions": extensions})
     except PackError:
         raise
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
