@@ -9,7 +9,8 @@ search run is continued with `--resume` until every shape is done.
 Prints one row per shape, then for each comparison (vs torch.matmul and vs TunableOp, offline and
 server) the geometric mean, the median, the win rate (significant wins: outside the noise band)
 and the worst shape; and the number of candidates that failed a check (0/1 exact, guard zones,
-random inputs), with the count of every other status (a hack_detected is an audit's reject).
+random inputs), with the count of every other status (a hack_detected is an audit's reject); and how
+many verdicts the run reused from earlier runs (the same source judged in the same context).
 Speedups vs TunableOp are the kernel's speedup vs torch.matmul (measured interleaved with it in
 the judge) times TunableOp's time over torch.matmul's (both from one trusted baseline run). The row
 "vs mm alone where slowed" counts a best kernel whose verdict is flagged slowed_reference at its
@@ -59,6 +60,7 @@ class ShapeRow:
     significant: bool = False
     config: str = ""
     kernel: str = ""  # the best kernel's configuration name, e.g. tma_persistent_128x256x64_g8_s3_w8
+    reused: bool = False  # its verdict was measured by an earlier run (same source and judge context) and reused
 
 
 def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, deadline: float) -> int:
@@ -115,6 +117,7 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
     verdicts of each status other than correct (incorrect: a check failed; hack_detected: an audit
     rejected a measurement)."""
     rows, other = [], Counter()
+    measured_here = {v.id for v in store.verdicts(run_id=run_id)}
     for rt in store.run_tasks(run_id):
         attempts = store.attempts(run_id, rt.task_key)
         other.update(a.status for a in attempts if a.status != "correct")
@@ -130,6 +133,7 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
             row.significant = v.significant and v.speedup > 1.0
             row.config = json.dumps(best.meta.get("config", {}), separators=(",", ":"))
             row.kernel = best.meta.get("name", "")
+            row.reused = best.verdict_id not in measured_here
             server = v.scenarios.get("server")
             row.vs_matmul_server = server["speedup"] if server else None
             for scenario, attr in (("offline", "vs_tunableop"), ("server", "vs_tunableop_server")):
@@ -139,6 +143,14 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
                     setattr(row, attr, base * tuned.median_ms / eager.median_ms)
         rows.append(row)
     return rows, other
+
+
+def reuse_counts(store: Store, run_id: str) -> tuple[int, int]:
+    """The run's verdicts, and how many of them an earlier run measured (a candidate judged again in
+    the same context reuses its verdict)."""
+    measured_here = {v.id for v in store.verdicts(run_id=run_id)}
+    used = [a.verdict_id for rt in store.run_tasks(run_id) for a in store.attempts(run_id, rt.task_key) if a.verdict_id]
+    return len(used), sum(1 for vid in used if vid not in measured_here)
 
 
 def summary(rows: list[ShapeRow]) -> list[dict]:
@@ -206,9 +218,11 @@ def print_report(args: argparse.Namespace, run_id: str, stopped: str | None, dev
     result = {"run_id": run_id, "stopped": stopped}
     with Store(args.workspace) as store:
         rows, other = rows_of(store, result["run_id"], device_name)
+        verdicts, reused = reuse_counts(store, result["run_id"])
     done = [r for r in rows if r.status == "done"]
     (args.out / "hgemm.json").write_text(json.dumps({"device": device_name, "run_id": result["run_id"],
                                                      "stopped": result["stopped"], "failed_checks": other["incorrect"],
+                                                     "verdicts": verdicts, "reused_verdicts": reused,
                                                      "other_statuses": dict(other),
                                                      "rows": [asdict(r) for r in rows], "summary": summary(done)}, indent=1))
     print(f"\n{'shape':<18} {'kernel ms':>10} {'matmul ms':>10} {'vs mm':>7} {'vs mm srv':>9} {'vs tuned':>8} {'vs tuned srv':>12}"
@@ -221,6 +235,8 @@ def print_report(args: argparse.Namespace, run_id: str, stopped: str | None, dev
     print(f"\n{device_name}; run {result['run_id']}; {len(done)}/{len(rows)} shapes done"
           f"{'; stopped: ' + result['stopped'] if result['stopped'] else ''}; candidates failing a check: {other['incorrect']}"
           f"{''.join(f'; {status}: {n}' for status, n in sorted(other.items()) if status != 'incorrect')}")
+    print(f"verdicts: {verdicts}, {reused} of them reused from earlier runs (same source and judge context); "
+          f"best kernels measured by an earlier run: {sum(r.reused for r in done)}")
     print(f"{'comparison':<26} {'shapes':>6} {'geomean':>8} {'median':>7} {'wins':>5}  worst")
     for s in summary(done):
         print(f"{s['comparison']:<26} {s['shapes']:>6} {s['geomean']:>7.3f}x {s['median']:>6.3f}x {s['win_rate']:>5.0%}  {s['worst']}")
