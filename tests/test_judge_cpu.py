@@ -148,7 +148,8 @@ def test_a_reference_slowed_for_one_measurement_is_timed_again_before_a_reject(c
     assert retimed["reference_vs_trusted"] > 2.0
     assert v.stage("audit").details["reference_vs_trusted"] < retimed["reference_vs_trusted"] / 3  # the second one's
     assert v.speedup < retimed["speedup"] / 3
-    assert "timed again" in next(f.message for f in v.flags if f.code == "noisy_timing")
+    # (a busy machine can add a flag of its own first: a large win measured twice that did not reproduce)
+    assert any("timed again" in f.message for f in v.flags if f.code == "noisy_timing"), v.flags
 
 
 class _ScatteredOnce(Judge):
