@@ -9,7 +9,7 @@ verdict that has a coarse twin:
              is a verdict the judge calls significant
   bootstrap  a 95% interval of median(reference)/median(candidate) over the verdict's own paired
              rounds, resampled (what one process's samples alone would claim); a win lies wholly
-             above 1.01
+             above 1 + the judge's minimum noise (1.01)
 For each: how often it holds the re-measurement, how many wins it declares, and how many of those the
 re-measurement also found faster than torch.matmul.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from kernelcraft.judge import Verdict  # noqa: E402
+from kernelcraft.judge import TimingConfig, Verdict  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 
-MIN_WIN = 1.01  # the judge's smallest speedup that can count (TimingConfig.min_noise)
+MIN_WIN = 1.0 + TimingConfig().min_noise  # the judge's smallest speedup that can count
 
 
 @dataclass

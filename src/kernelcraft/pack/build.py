@@ -181,8 +181,8 @@ def _compile(out_dir: Path, entries: list[PackEntry], device: str) -> list[PackE
     try:
         if device == "cuda" and not torch.cuda.is_available():
             raise PackError("--compile builds the kernels on the pack's device, and this machine has no CUDA device")
-        for e in entries:
-            with recording(out_dir, found):
+        with recording(out_dir, found):
+            for e in entries:
                 import_kernel(out_dir / e.kernel, e)
     except PackError:
         shutil.rmtree(out_dir, ignore_errors=True)

@@ -212,8 +212,10 @@ def _padded(forward: Matmul, m: int, n: int, k: int, entry: PackEntry) -> Matmul
     return call
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _check_unchanged(path: Path, sha256: str, what: str) -> None:
+    """PackError unless the file's bytes still have the manifest's sha256."""
+    if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+        raise PackError(f"{path}: contents differ from the manifest's sha256: the {what} was changed after the pack was built")
 
 
 def load(path: str | Path, *, force: bool = False, fallback: bool = False) -> KernelPack:
@@ -233,15 +235,12 @@ def load(path: str | Path, *, force: bool = False, fallback: bool = False) -> Ke
         file = root / ext.file
         if not file.is_file():
             raise PackError(f"{file}: compiled library missing (build the pack again, or without --compile)")
-        if _sha256(file) != ext.sha256:
-            raise PackError(f"{file}: contents differ from the manifest's sha256: the library was changed after the pack was built")
+        _check_unchanged(file, ext.sha256, "library")
     models = {}
-    for e in manifest.entries:
-        file = root / e.kernel
-        if e.kernel in missing:
-            continue
-        if _sha256(file) != e.sha256:
-            raise PackError(f"{file}: contents differ from the manifest's sha256: the kernel was changed after the pack was built")
-        with serving(root, manifest.extensions):
-            models[e.shape] = import_kernel(file, e)
+    with serving(root, manifest.extensions):
+        for e in manifest.entries:
+            if e.kernel in missing:
+                continue
+            _check_unchanged(root / e.kernel, e.sha256, "kernel")
+            models[e.shape] = import_kernel(root / e.kernel, e)
     return KernelPack(root, manifest, models, missing)
