@@ -222,7 +222,9 @@ def test_play_records_the_trained_roles_tokens_with_the_feedback_masked(verdicts
 
 def test_repeated_candidates_are_judged_once_and_outsized_wins_measured_again(verdicts: ReusedVerdicts) -> None:
     counted = ReusedVerdicts(verdicts)  # counts what reaches the module's judge through it
-    cfg = env_config(max_turns=1).model_copy(update={"reward": RewardConfig(remeasure_above=1.5)})
+    # Far below the fast kernel's ~3.6x: on a busy host its reference can be flagged slowed_reference, and
+    # the reward then counts the speedup over the reference alone (measured at 1.5x or less in one CI run).
+    cfg = env_config(max_turns=1).model_copy(update={"reward": RewardConfig(remeasure_above=1.1)})
     for note in ("first", "second"):
         env = KernelEnv(rowwise_task(), counted, cfg)
         result = env.step(fenced(f"# {note} try\n" + FAST_KERNEL.replace("    def forward", "    def forward  ", 1)))
