@@ -285,6 +285,25 @@ def test_a_new_run_goes_on_to_configurations_no_run_has_judged(template_run: dic
     assert json.dumps(coarse[1], sort_keys=True) not in judged_before
 
 
+def test_under_another_judge_recipe_a_new_run_judges_the_earlier_fastest_again_first(
+        template_run: dict[str, Any], cache_dir: Path) -> None:
+    cwd, ws = template_run["cwd"], template_run["cwd"] / "ws"
+    first = json.loads(template_run["stopped"].stdout)["run_id"]
+    # The earlier run's last screened configuration (not the space's first) is made the fastest known.
+    (last,) = _rows(ws, f"SELECT meta_json, verdict_id FROM attempts WHERE run_id = '{first}' AND turn = 0 AND sample = 2")
+    with sqlite3.connect(ws / "kernelcraft.db") as c:
+        c.execute("UPDATE verdicts SET effective_speedup = 9.0 WHERE id = ?", (last["verdict_id"],))
+    (cwd / "other.toml").write_text(FAST_TOML.replace("[timing]", "[timing]\nwarmup_calls = 4"))
+    before = len(_rows(ws, "SELECT id FROM verdicts"))
+    p = kc("optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "1", "--finalists", "1",
+           "--config", "other.toml", "--json", cwd=cwd, cache=cache_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run_id = json.loads(p.stdout)["run_id"]
+    (row,) = _rows(ws, f"SELECT meta_json FROM attempts WHERE run_id = '{run_id}'")
+    assert json.loads(row["meta_json"])["config"] == json.loads(last["meta_json"])["config"]
+    assert len(_rows(ws, "SELECT id FROM verdicts")) == before + 1  # judged again: another context's verdict is not reused
+
+
 def test_a_template_candidate_names_its_configuration() -> None:
     for config in KINDS:
         assert GemmConfig.of_source(render(config)) == config

@@ -47,6 +47,13 @@ class TimingConfig:
     # it is taken again up to noisy_retimes times and the quietest one kept.
     retime_spread_above: float = 0.2
     noisy_retimes: int = 2
+    # Stop the judge's other workers (their builds, compilers, start-ups) while one is timed: a
+    # short call's time is mostly host time, which they slow several times over.
+    hold_others_still: bool = True
+    # Pin the timed rounds to the CPU where the host runs fastest now (timing.FastCpu), and move them
+    # when its probe's median slows past this factor of the speed it was picked at.
+    fast_cpu: bool = True
+    fast_cpu_slower_than: float = 1.3
     # The server scenario (besides offline, back to back): a pause before every timed call,
     # exponential with mean 1/server_qps seconds, not timed. Reported in Verdict.scenarios.
     server: bool = False

@@ -14,10 +14,10 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -28,12 +28,12 @@ from .config import JudgeConfig
 from .device import describe_device
 from .locks import device_lock
 from .reference import ReferenceData, TaskRunError
-from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
+from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, hold_still
 from .slowdown import verdict_slowdown
 from .static import check_source
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "4"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed
+JUDGE_VERSION = "6"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU
 
 
 _BASELINE_KINDS = {"reference": "eager", "compiled": "compile", "tunableop": "tunableop"}
@@ -148,6 +148,16 @@ class Judge:
         the device, which must not run next to a measurement."""
         return device_lock(self.cache_dir, self.device, self.device_index, shared=shared)
 
+    @contextmanager
+    def _timing(self, w: WorkerProcess, cfg: JudgeConfig) -> Iterator[None]:
+        """What a measurement holds: the device alone, and (unless configured off) the judge's other
+        workers stopped."""
+        with ExitStack() as held:
+            held.enter_context(self._device())
+            if cfg.timing.hold_others_still:
+                held.enter_context(hold_still(w))
+            yield
+
     def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], timed_ops: set[str] = frozenset(),
                       on_answer: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Run ops in a trusted worker; a failure is the task's fault and raises TaskRunError.
@@ -164,7 +174,7 @@ class Judge:
                 for op in ops:
                     op = {**op, "out_dir": str(w.scratch)}
                     timed = op["op"] in timed_ops
-                    with self._device(shared=not timed):
+                    with self._timing(w, cfg) if timed else self._device(shared=True):
                         a = w.call(op, timeout=cfg.timeouts.timing if timed else cfg.timeouts.correctness)
                     if not a["ok"]:
                         raise TaskRunError(f"{where}: {a['message']}")
@@ -476,7 +486,7 @@ class Judge:
         timeouts = cfg.timeouts
         cmd = {"op": "time", "seeds": self.timing_seeds}
         waited = time.perf_counter()
-        with self._device():
+        with self._timing(w, cfg):
             waited = time.perf_counter() - waited
             a, ref_t, cand_t = self._measure(w, v, cmd, timeouts.timing)
             v.stages[-1].seconds += earlier_s
@@ -515,7 +525,7 @@ class Judge:
         timing_stage = v.stages[-1]
         timing_stage.details = {"iterations": len(a["samples"]["candidate"]), "spot_checks": a["spot_checks"], "lock_wait_s": waited,
                                 "noise": noise, "clocks": a["clocks"], "remeasured": remeasured,
-                                "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms")}
+                                "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms"), "cpus": a.get("cpus")}
         v.env["clocks"] = a["clocks"]
 
     def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any],

@@ -4,6 +4,9 @@ The worker gets its own scratch directory as cwd and HOME, a scrubbed environmen
 its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which is killed
 whole on a timeout and when the worker is closed. Answers come on a private pipe, each carrying
 a nonce the candidate never sees, so nothing the candidate prints can pose as the judge.
+
+While one worker is timed (`hold_still`), every other worker of this process is stopped, with the
+compilers it runs: a neighbour's build or start-up slows a short call's host part several times over.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import kernelcraft
 
@@ -30,6 +34,7 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD
 
 
 _LIVE: set["WorkerProcess"] = set()  # workers not yet closed, so an interrupted run can kill them all
+_TIMED: set["WorkerProcess"] = set()  # workers being timed now: every other live worker is stopped
 _LIVE_LOCK = threading.Lock()
 
 
@@ -49,6 +54,27 @@ def live_worker_pids() -> set[int]:
     """Process ids of the workers started and not yet closed (running or spare)."""
     with _LIVE_LOCK:
         return {w.proc.pid for w in _LIVE}
+
+
+@contextmanager
+def hold_still(timed: "WorkerProcess") -> Iterator[None]:
+    """While `timed` is measured, stop every other live worker's process group (SIGSTOP: their
+    builds, compilers and start-ups wait) and continue them when no worker is timed any more.
+    Their call timeouts do not count the stopped time. Workers of other devices' judges in this
+    process stop too; one being timed itself runs on."""
+    with _LIVE_LOCK:
+        _TIMED.add(timed)
+        timed._cont()
+        for w in _LIVE - _TIMED:
+            w._stop()
+    try:
+        yield
+    finally:
+        with _LIVE_LOCK:
+            _TIMED.discard(timed)
+            if not _TIMED:
+                for w in _LIVE:
+                    w._cont()
 
 
 class WorkerTimeout(Exception):
@@ -102,19 +128,51 @@ class WorkerProcess:
             [sys.executable, "-m", "kernelcraft.judge.worker", str(write_fd)],
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.scratch,
             env=scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs),
-            pass_fds=(write_fd,), start_new_session=True,
+            # Its own process group (Ctrl-C in the terminal does not reach it, a kill reaches all it
+            # started) in the judge's session: should the judge die while the group is stopped,
+            # the kernel continues and hangs up the orphaned group, which stopped sessions never get.
+            pass_fds=(write_fd,), process_group=0,
         )
         os.close(write_fd)
         self._fd = read_fd
         self._buf = b""
+        self._stopped_at: float | None = None
+        self._stopped_s = 0.0
         with _LIVE_LOCK:
             _LIVE.add(self)
+            if _TIMED:  # started while another worker is timed: it waits like the others
+                self._stop()
 
     def __enter__(self) -> "WorkerProcess":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _stop(self) -> None:
+        """Under _LIVE_LOCK: stop the process group (hold_still)."""
+        if self._stopped_at is None:
+            self._signal(signal.SIGSTOP)
+            self._stopped_at = time.monotonic()
+
+    def _cont(self) -> None:
+        """Under _LIVE_LOCK: continue a group that _stop stopped."""
+        if self._stopped_at is not None:
+            self._signal(signal.SIGCONT)
+            self._stopped_s += time.monotonic() - self._stopped_at
+            self._stopped_at = None
+
+    def stopped_s(self) -> float:
+        """Seconds this worker has spent stopped by hold_still, so far."""
+        with _LIVE_LOCK:
+            ongoing = time.monotonic() - self._stopped_at if self._stopped_at is not None else 0.0
+            return self._stopped_s + ongoing
 
     def log_tail(self, n: int = 2000) -> str:
         try:
@@ -125,7 +183,8 @@ class WorkerProcess:
         return data[-n:].decode(errors="replace").strip()
 
     def call(self, cmd: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one command; wait at most `timeout` seconds for its answer."""
+        """Send one command; wait at most `timeout` seconds for its answer, not counting the time the
+        worker was stopped while another was timed."""
         if cmd["op"] == "setup":
             cmd = {**cmd, "nonce": self.nonce}
         try:
@@ -133,9 +192,9 @@ class WorkerProcess:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerDied(_describe_exit(self.proc.wait(timeout=5)), self.proc.returncode) from None
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout - self.stopped_s()
         while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
+            left = deadline + self.stopped_s() - time.monotonic()
             if left <= 0:
                 self.kill()
                 raise WorkerTimeout(f"no answer within {timeout:g} s")
@@ -159,17 +218,16 @@ class WorkerProcess:
         return answer
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self._signal(signal.SIGKILL)  # a stopped process dies of it too
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        with _LIVE_LOCK:
+            stopped = self._stopped_at is not None  # it would answer only after the measurement
+        if self.proc.poll() is None and not stopped:
             try:
                 self.call({"op": "exit"}, timeout=5)
             except (WorkerTimeout, WorkerDied, OSError, ValueError):
@@ -187,3 +245,4 @@ class WorkerProcess:
         shutil.rmtree(self.scratch, ignore_errors=True)
         with _LIVE_LOCK:
             _LIVE.discard(self)
+            _TIMED.discard(self)

@@ -8,6 +8,7 @@ the judge calls (and the guard reports the replacement).
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import statistics
 import time
@@ -25,6 +26,8 @@ _event_sync = torch.cuda.Event.synchronize
 _elapsed = torch.cuda.Event.elapsed_time
 _roll = torch.roll
 _PROBE_LOOPS = 500
+_PIN_PROBES = 8  # probes per CPU when picking the fastest
+_PIN_WINDOW = 5  # the last probes whose median says the pinned CPU has slowed
 
 
 def host_probe() -> float:
@@ -36,6 +39,46 @@ def host_probe() -> float:
     for i in range(_PROBE_LOOPS):
         acc ^= i * 31
     return (_perf_ns() - t0) / 1e6
+
+
+class FastCpu:
+    """Keeps the timing thread on the CPU where the host probe runs fastest now, and moves it when that
+    CPU slows. On a virtual machine the vCPUs' speeds differ by about 2x and change within a minute
+    (a small GEMM's timed call 31 us on some vCPUs, 45-66 us on the others, the probe telling them
+    apart: benchmarks/timing_contention.py --per-cpu, H100 VM); unpinned, one measurement wanders
+    between both kinds. Both sides of every round run on the same CPU. Where affinity cannot be
+    set, it does nothing."""
+
+    def __init__(self, slower_than: float) -> None:
+        self.allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.slower_than = slower_than
+        self.picked: list[int] = []  # every CPU pinned to, in order
+        self.best_ms = 0.0
+        self.recent: list[float] = []
+
+    def pick(self) -> None:
+        if len(self.allowed) < 2:
+            return
+        speeds = {}
+        for cpu in self.allowed:
+            os.sched_setaffinity(0, {cpu})
+            speeds[cpu] = statistics.median(host_probe() for _ in range(_PIN_PROBES))
+        cpu = min(speeds, key=speeds.__getitem__)
+        os.sched_setaffinity(0, {cpu})
+        self.picked.append(cpu)
+        self.best_ms, self.recent = speeds[cpu], []
+
+    def observe(self, probe_ms: float) -> None:
+        """One probe on the pinned CPU; pick again when the recent ones have slowed."""
+        if not self.picked:
+            return
+        self.recent = (self.recent + [probe_ms])[-_PIN_WINDOW:]
+        if len(self.recent) == _PIN_WINDOW and statistics.median(self.recent) > self.slower_than * self.best_ms:
+            self.pick()
+
+    def release(self) -> None:
+        if self.picked:
+            os.sched_setaffinity(0, self.allowed)
 
 
 class Clock:
@@ -137,11 +180,14 @@ def run_interleaved(
     after_call: AfterCall,
     host_ms: dict[str, list[float]] | None = None,
     probe_ms: list[float] | None = None,
+    cpus: list[int] | None = None,
 ) -> tuple[dict[str, list[float]], list[int]]:
     """Time `sides` ABAB... over rotating fresh inputs. Returns samples (ms) per side, first
     timed sample discarded, and the iteration indices at which `after_call` was told to spot-check.
     `host_ms`, if given, receives each kept sample's host time (Clock.host_ms) per side; `probe_ms`
-    one `host_probe` after each kept round, next in time to the samples it describes."""
+    one `host_probe` after each kept round, next in time to the samples it describes; `cpus` the
+    CPUs the timed rounds were pinned to (cfg.fast_cpu), in order. Warm-up runs unpinned: what it
+    compiles or tunes may start processes, which would inherit the pin."""
     r = len(input_sets)
     warm = {name: 0.0 for name, _ in sides}
     calls = 0
@@ -157,23 +203,36 @@ def run_interleaved(
     iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
     spots = sorted({1 + (iters - 1) * k // max(cfg.spot_checks - 1, 1) for k in range(cfg.spot_checks)}) if cfg.spot_checks else []
     samples: dict[str, list[float]] = {name: [] for name, _ in sides}
-    for i in range(iters + 1):
-        for name, ms, out, args in _round(sides, input_sets[i % r], clock, cfg, rng):
-            if i > 0:  # the first timed sample is discarded
-                samples[name].append(ms)
-                if host_ms is not None:
-                    host_ms.setdefault(name, []).append(clock.host_ms)
-            after_call(name, i if i in spots else 0, out, args)
-            del out
-        if i > 0 and probe_ms is not None:
-            probe_ms.append(host_probe())
+    pin = FastCpu(cfg.fast_cpu_slower_than) if cfg.fast_cpu else None
+    try:
+        if pin is not None:
+            pin.pick()
+        for i in range(iters + 1):
+            for name, ms, out, args in _round(sides, input_sets[i % r], clock, cfg, rng):
+                if i > 0:  # the first timed sample is discarded
+                    samples[name].append(ms)
+                    if host_ms is not None:
+                        host_ms.setdefault(name, []).append(clock.host_ms)
+                after_call(name, i if i in spots else 0, out, args)
+                del out
+            probe = host_probe()
+            if i > 0 and probe_ms is not None:
+                probe_ms.append(probe)
+            if pin is not None:
+                pin.observe(probe)
+    finally:
+        if pin is not None:
+            pin.release()
+            if cpus is not None:
+                cpus.extend(pin.picked)
     return samples, spots
 
 
-def host_medians(host_ms: dict[str, list[float]], probe_ms: list[float]) -> dict[str, Any]:
-    """The medians a timing answer carries next to its samples: each side's host time, and the host probe."""
+def host_medians(host_ms: dict[str, list[float]], probe_ms: list[float], cpus: list[int]) -> dict[str, Any]:
+    """What a timing answer carries next to its samples about the host: each side's median host time,
+    the host probe's median, and the CPUs the rounds were pinned to."""
     return {"host_ms": {name: statistics.median(xs) for name, xs in host_ms.items()},
-            "probe_ms": statistics.median(probe_ms) if probe_ms else None}
+            "probe_ms": statistics.median(probe_ms) if probe_ms else None, "cpus": cpus}
 
 
 def clock_info() -> dict[str, Any]:

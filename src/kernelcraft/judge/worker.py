@@ -252,11 +252,12 @@ class Worker:
 
         host: dict[str, list[float]] = {}
         probe: list[float] = []
+        cpus: list[int] = []
 
         def run(sides: list[tuple[str, Any]]) -> dict[str, list[float]]:
             with torch.no_grad():
                 samples, _ = run_interleaved(sides, sets, clock, cfg, random.Random(seed),
-                                             lambda name, i, out, args: _poison(flatten_outputs(out)), host, probe)
+                                             lambda name, i, out, args: _poison(flatten_outputs(out)), host, probe, cpus)
             return samples
 
         before = clock_info()
@@ -276,7 +277,7 @@ class Worker:
             finally:
                 tunable.enable(False)
         return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()},
-                **host_medians(host, probe)}
+                **host_medians(host, probe, cpus)}
 
     def op_vet(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from ..tasks.vet import vet_reference
@@ -465,11 +466,12 @@ class Worker:
         self.threads.arm()
         host: dict[str, list[float]] = {}
         probe: list[float] = []
+        cpus: list[int] = []
         with torch.no_grad():
             try:
                 samples, spots = run_interleaved([("candidate", self.model), ("reference", self.reference)], sets,
                                                  clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call, host,
-                                                 probe)
+                                                 probe, cpus)
             except Rejection:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -481,7 +483,7 @@ class Worker:
         t2 = time.perf_counter()
         return {"ok": True, "samples": samples, "spot_checks": spot["checked"], "spot_iterations": spots,
                 "clocks": {"before": before, "after": clock_info()},
-                **host_medians(host, probe),
+                **host_medians(host, probe, cpus),
                 "phases_s": {"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2}}
 
 

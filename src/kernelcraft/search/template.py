@@ -2,9 +2,10 @@
 CUTLASS kernels on Hopper) are searched per shape with the judge as the scorer: a coarse stage
 judges the first `configs` of the shape's space with a short recipe (few seeds, short timing), a
 fine stage judges the `finalists` fastest again with the run's own recipe; the best fine verdict
-is the task's result. The configurations that earlier runs found fastest on the same task, device
-and recipe (as many as there are finalists) are judged first, then ones no run has judged; with
-no more configurations than finalists there is no coarse stage. Its kernels are ordinary
+is the task's result. The configurations that earlier runs found fastest on the same task and
+device (as many as there are finalists; those of this judge and recipe first, then those of any
+other, judged again here) are judged first, then ones no run has judged; with no more
+configurations than finalists there is no coarse stage. Its kernels are ordinary
 verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
 
 Attempts: sample = the configuration's index in the space, turn 0 coarse and 1 fine. The space is
@@ -60,10 +61,12 @@ class TemplateSearch:
         if saved is None:
             options = ctx.config.template
             space = kernel_space(gemm_shape(ctx.task), DeviceCaps.of(ctx.device))
-            # The fastest that earlier runs measured on this task, device and recipe come first, then
-            # what no run has judged yet: each run goes further down the space instead of judging
-            # again what is known (a verdict reused costs nothing, but it takes a place).
-            measured = [config_of_source(source) for _, source, _ in ctx.store.correct_kernels(ctx.context)]
+            # The fastest that earlier runs measured on this task and device come first (this judge and
+            # recipe's, then another's: a new judge version keeps what the search learnt), then what
+            # no run has judged yet: each run goes further down the space instead of judging again
+            # what is known (a verdict reused costs nothing, but it takes a place).
+            known = ctx.store.correct_kernels(ctx.context) + ctx.store.correct_kernels_anywhere(ctx.task.key, ctx.device.name)
+            measured = [config_of_source(source) for _, source, _ in known]
             best = list(dict.fromkeys(c for c in measured if c in space))[:options.finalists]
             judged = ctx.store.judged_norm_hashes(ctx.context) | ctx.store.judged_norm_hashes(coarse.context)
             picked = best[:options.configs]

@@ -311,6 +311,15 @@ class Store(SkillTables):
                            "ORDER BY v.effective_speedup DESC, v.speedup DESC LIMIT ?", (context_hash, limit))
         return [(int(r[0]), r[1], float(r[2])) for r in rows]
 
+    def correct_kernels_anywhere(self, task_key: str, device_name: str, limit: int = 50) -> list[tuple[int, str, float]]:
+        """Correct kernels of this task judged on this device in any context (another judge version or
+        recipe), fastest first, as `correct_kernels` orders them: what a search may try first, since
+        no verdict of another context is reused."""
+        rows = self._query("SELECT v.id, c.source, v.effective_speedup FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
+                           "WHERE v.task_key=? AND v.device_name=? AND v.status='correct' AND v.effective_speedup IS NOT NULL "
+                           "ORDER BY v.effective_speedup DESC, v.speedup DESC LIMIT ?", (task_key, device_name, limit))
+        return [(int(r[0]), r[1], float(r[2])) for r in rows]
+
     def judged_norm_hashes(self, context_hash: str) -> set[str]:
         """The normalized hashes of every candidate judged in this context by any run (those a new
         judgment would reuse: timeouts are left out, as in `reusable_verdict`)."""

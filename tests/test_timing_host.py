@@ -1,0 +1,107 @@
+"""The host side of a measurement: while one worker is timed, the judge's other workers (and whatever
+they run) are stopped, their calls' timeouts not counting the stopped time; the timed rounds run
+pinned to the CPU where the host probe is fastest, and move when it slows."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.judge import Judge, Status
+from kernelcraft.judge.sandbox import WorkerProcess, hold_still, live_worker_pids
+from kernelcraft.judge.timing import FastCpu
+from kernelcraft.tasks import resolve_task
+
+from .conftest import FAST
+from .test_judge_cpu import triton_candidate
+
+
+def state(pid: int) -> str:
+    """The process's state letter in /proc: T when stopped."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def test_the_others_stop_while_one_is_timed_and_go_on_after(tmp_path: Path) -> None:
+    judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
+    timed, other = judge._new_worker(), judge._new_worker()
+    with timed, other:
+        for w in (timed, other):
+            assert judge._setup(w, "reference", None, judge.config)["ok"]
+        with hold_still(timed):
+            assert state(other.proc.pid) == "T" and state(timed.proc.pid) != "T"
+            with WorkerProcess("cpu", 0, tmp_path) as late:  # started while one is timed: it waits too
+                assert state(late.proc.pid) == "T"
+                # A call with a 0.5 s timeout to a worker stopped for longer still gets its answer.
+                answers: list[dict] = []
+                caller = threading.Thread(target=lambda: answers.append(other.call({"op": "exit"}, timeout=0.5)))
+                caller.start()
+                time.sleep(1.5)
+                assert caller.is_alive() and state(other.proc.pid) == "T"
+            assert other.stopped_s() >= 1.5
+        caller.join(10)
+        assert answers == [{"ok": True, "nonce": other.nonce}]
+        assert state(timed.proc.pid) != "T"
+
+
+def test_a_judge_stops_its_spare_workers_during_a_measurement_only(tmp_path: Path) -> None:
+    task = resolve_task("leaky_relu_clamp").with_sizes("cpu", {"N": 65536})
+    judge = Judge("cpu", cache_dir=tmp_path, config=FAST, spare_workers=2)
+    seen: dict[int, set[str]] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid in live_worker_pids():
+                try:
+                    seen.setdefault(pid, set()).add(state(pid))
+                except (FileNotFoundError, ProcessLookupError):
+                    pass
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        v = judge.evaluate(task, triton_candidate())
+    finally:
+        done.set()
+        watcher.join()
+    try:
+        assert v.status is Status.CORRECT, v.message
+        stopped = {pid for pid, states in seen.items() if "T" in states}
+        assert stopped, "no worker was stopped while the candidate was timed"
+        assert all(state(pid) != "T" for pid in live_worker_pids())  # the spares go on
+    finally:
+        judge.close()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to choose from")
+def test_the_timed_rounds_run_on_the_fastest_cpu_and_move_when_it_slows() -> None:
+    allowed = os.sched_getaffinity(0)
+    pin = FastCpu(slower_than=1.3)
+    pin.pick()
+    try:
+        (cpu,) = pin.picked
+        assert os.sched_getaffinity(0) == {cpu} and cpu in allowed and pin.best_ms > 0
+        for _ in range(4):
+            pin.observe(pin.best_ms * 10)
+        assert len(pin.picked) == 1  # four slow probes are not yet the window's median
+        pin.observe(pin.best_ms * 10)
+        assert len(pin.picked) == 2  # five are: picked again
+    finally:
+        pin.release()
+    assert os.sched_getaffinity(0) == allowed
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to choose from")
+def test_a_verdict_says_which_cpus_its_rounds_ran_on(tmp_path: Path) -> None:
+    task = resolve_task("leaky_relu_clamp").with_sizes("cpu", {"N": 65536})
+    judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
+    v = judge.evaluate(task, triton_candidate())
+    assert v.status is Status.CORRECT, v.message
+    cpus = v.stage("timing").details["cpus"]
+    assert cpus and set(cpus) <= os.sched_getaffinity(0)
