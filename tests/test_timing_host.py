@@ -82,8 +82,7 @@ def test_a_judge_stops_its_spare_workers_during_a_measurement_only(tmp_path: Pat
         watcher.join()
     try:
         assert v.status is Status.CORRECT, v.message
-        stopped = {pid for pid, states in seen.items() if "T" in states}
-        assert stopped, "no worker was stopped while the candidate was timed"
+        assert any("T" in states for states in seen.values()), "no worker was stopped while the candidate was timed"
         assert all(state(pid) != "T" for pid in live_worker_pids())  # the spares go on
     finally:
         judge.close()

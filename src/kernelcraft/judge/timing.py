@@ -215,11 +215,12 @@ def run_interleaved(
                         host_ms.setdefault(name, []).append(clock.host_ms)
                 after_call(name, i if i in spots else 0, out, args)
                 del out
-            probe = host_probe()
-            if i > 0 and probe_ms is not None:
-                probe_ms.append(probe)
-            if pin is not None:
-                pin.observe(probe)
+            if (i > 0 and probe_ms is not None) or pin is not None:
+                probe = host_probe()
+                if i > 0 and probe_ms is not None:
+                    probe_ms.append(probe)
+                if pin is not None:
+                    pin.observe(probe)
     finally:
         if pin is not None:
             pin.release()

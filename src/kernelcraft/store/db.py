@@ -306,18 +306,18 @@ class Store(SkillTables):
     def correct_kernels(self, context_hash: str, limit: int = 50) -> list[tuple[int, str, float]]:
         """Correct kernels judged in this context by any run, fastest first: (verdict id, source, effective speedup).
         Of kernels within noise of the reference (effective speedup 1.0), the faster measured comes first."""
-        rows = self._query("SELECT v.id, c.source, v.effective_speedup FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
-                           "WHERE v.context_hash=? AND v.status='correct' AND v.effective_speedup IS NOT NULL "
-                           "ORDER BY v.effective_speedup DESC, v.speedup DESC LIMIT ?", (context_hash, limit))
-        return [(int(r[0]), r[1], float(r[2])) for r in rows]
+        return self._correct_kernels("v.context_hash=?", (context_hash,), limit)
 
     def correct_kernels_anywhere(self, task_key: str, device_name: str, limit: int = 50) -> list[tuple[int, str, float]]:
         """Correct kernels of this task judged on this device in any context (another judge version or
         recipe), fastest first, as `correct_kernels` orders them: what a search may try first, since
         no verdict of another context is reused."""
+        return self._correct_kernels("v.task_key=? AND v.device_name=?", (task_key, device_name), limit)
+
+    def _correct_kernels(self, where: str, params: tuple[str, ...], limit: int) -> list[tuple[int, str, float]]:
         rows = self._query("SELECT v.id, c.source, v.effective_speedup FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
-                           "WHERE v.task_key=? AND v.device_name=? AND v.status='correct' AND v.effective_speedup IS NOT NULL "
-                           "ORDER BY v.effective_speedup DESC, v.speedup DESC LIMIT ?", (task_key, device_name, limit))
+                           f"WHERE {where} AND v.status='correct' AND v.effective_speedup IS NOT NULL "
+                           "ORDER BY v.effective_speedup DESC, v.speedup DESC LIMIT ?", (*params, limit))
         return [(int(r[0]), r[1], float(r[2])) for r in rows]
 
     def judged_norm_hashes(self, context_hash: str) -> set[str]:
