@@ -12,11 +12,14 @@ counted in full. This benchmark times, per shape and under that same clock:
   tmpl      the template strategy's candidate (`gemm_templates.render`), Triton's runner
   tmpl_cpp  the same candidate as judged: after a shape's first call, its kernels launched from C++
   counted   tmpl_cpp with the judge's launch counter wrapped around its extension's functions
+  cutlass   with --cutlass on Hopper: the CUTLASS template's candidate (cooperative 128x256 tile, 2x1
+            cluster, the configuration that won most CUTLASS shapes), built with nvcc when first called
 Every call runs under torch.no_grad(), as the judge's timed calls do. With --verdicts, the judge then
 evaluates the tmpl_cpp candidate on each shape's hgemm task: its own medians and speedup, taken in a
 sandboxed worker, sit next to the in-process numbers above (what the worker adds, if anything).
 
     python benchmarks/gemm_launch.py --shapes 64x64x64,256x256x256,1024x1024x1024 --verdicts
+    python benchmarks/gemm_launch.py --shapes 8192x1024x8192,12288x4096x2048 --cutlass
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from kernelbench_style import module_from_source  # a sibling script: benchmarks
 from kernelcraft.judge import Judge, TimingConfig
 from kernelcraft.judge.launches import LaunchCounter
 from kernelcraft.judge.timing import Clock
+from kernelcraft.search.gemm_cutlass import CutlassConfig, cutlass_include_dirs, render_cutlass
 from kernelcraft.search.gemm_templates import GemmConfig, render
 from kernelcraft.tasks.hgemm import Shape, hgemm_task, parse_shapes
 
@@ -156,6 +160,16 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
     return {path: call(path) for path in ("tmpl", "tmpl_cpp", "counted")}
 
 
+def cutlass_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    """The CUTLASS template's candidate for the configuration that won most CUTLASS shapes (its
+    extension takes every shape); none off Hopper or without CUTLASS's headers."""
+    if torch.cuda.get_device_capability() != (9, 0) or cutlass_include_dirs() is None:
+        print("cutlass: skipped (needs a Hopper GPU and CUTLASS's headers)")
+        return {}
+    config = CutlassConfig(128, 256, 64, 2, 1, "cutlass_cooperative", "persistent", 4)
+    return {"cutlass": module_from_source(render_cutlass(config), "cutlass_probe").ModelNew()}
+
+
 def print_verdicts(shapes: list[Shape]) -> None:
     """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
     judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
@@ -185,11 +199,12 @@ def main() -> None:
     ap.add_argument("--shapes", default="64x64x64,256x256x256,512x512x512,1024x1024x1024,128x64x16384")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--verdicts", action="store_true", help="Also judge each shape's tmpl_cpp candidate.")
+    ap.add_argument("--cutlass", action="store_true", help="Also time the CUTLASS template's candidate (Hopper).")
     args = ap.parse_args()
     torch.set_grad_enabled(False)  # the judge times every call under torch.no_grad()
     dev = torch.device("cuda")
     clock = Clock(dev, TimingConfig())
-    fns = {**paths(), **template_paths()}
+    fns = {**paths(), **template_paths(), **(cutlass_paths() if args.cutlass else {})}
     native = module_from_source(template_source(64, 64, 64), "tmpl_probe")
     native.ModelNew()
     launcher = "built" if native._NATIVE["module"] is not None else f"unavailable (CUDA_HOME {native.CUDA_HOME})"

@@ -41,6 +41,12 @@ TILES = {"cutlass_cooperative": ((128, 128), (128, 256), (256, 128)),
 STREAMK_TILES = ((128, 128), (128, 256))
 CLUSTERS = ((1, 1), (2, 1))
 SWIZZLES = (1, 4)
+# nvcc's flags for the kernel: sm_90a's warpgroup MMAs, the TMA descriptor encoder called directly
+# (CUTLASS otherwise looks it up by name on every call), and CUDA's own half operators, which
+# CUTLASS's half type needs and torch's flags hide.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a",
+              "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+              "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__"]
 STREAMK_MIN_K = 1024  # K steps enough (16 of 64) for stream-K to hand out in even shares
 _NAMED = re.compile(r"# kernelcraft template GEMM \((cutlass_cooperative|cutlass_pingpong)_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)"
                     r"_(persistent|streamk)_sw(\d+)(?:_k(\d+))?\)")
@@ -142,7 +148,7 @@ def render_cutlass(config: CutlassConfig) -> str:
                             "or set CUTLASS_PATH to a CUTLASS checkout")
     return template("cutlass_gemm.py.j2").render(
         c=config, name=config.name, summary=SUMMARIES[config.variant], include_dirs=repr(include),
-        cuda_source=render_cuda(config))
+        nvcc_flags=repr(NVCC_FLAGS), cuda_source=render_cuda(config))
 
 
 def cutlass_prior(c: CutlassConfig, shape: Shape, caps: DeviceCaps) -> float:
