@@ -18,18 +18,15 @@ re-measurement also found faster than torch.matmul.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+from stored_runs import template_runs  # a sibling script: benchmarks run as `python benchmarks/X.py`
 
-from kernelcraft.judge import TimingConfig, Verdict  # noqa: E402
-from kernelcraft.store import Store  # noqa: E402
+from kernelcraft.judge import TimingConfig, Verdict
+from kernelcraft.store import Store
 
 MIN_WIN = 1.0 + TimingConfig().min_noise  # the judge's smallest speedup that can count
 
@@ -79,16 +76,8 @@ def calibrate(store: Store, run_id: str, rng: random.Random) -> tuple[int, BandS
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workspace", type=Path, required=True)
-    ap.add_argument("runs", nargs="*", help="Template runs (default: all in the workspace).")
-    args = ap.parse_args()
-    if not (args.workspace / "kernelcraft.db").is_file():
-        print(f"error: no workspace database at {args.workspace}/kernelcraft.db", file=sys.stderr)
-        return 2
     rng = random.Random(0)
-    with Store(args.workspace) as store:
-        runs = args.runs or [r.id for r in store.runs("optimize") if r.args["search"]["strategy"] == "template"]
+    with template_runs(__doc__.splitlines()[0]) as (store, runs):
         print(f"{'run':<24} {'pairs':>5}  {'band holds':>10} {'wins':>5} {'reproduced':>10}  {'CI holds':>8} {'wins':>5} {'reproduced':>10}")
         for run_id in runs:
             pairs, band, boot = calibrate(store, run_id, rng)

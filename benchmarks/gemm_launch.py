@@ -12,6 +12,7 @@ counted in full. This benchmark times, per shape and under that same clock:
   tmpl      the template strategy's candidate (`gemm_templates.render`), Triton's runner
   tmpl_cpp  the same candidate as judged: after a shape's first call, its kernels launched from C++
   counted   tmpl_cpp with the judge's launch counter wrapped around its extension's functions
+  tmpl_tma  the template's descriptor (TMA) variant, same tiles: descriptors made per call, Triton's launcher
   cutlass   with --cutlass on Hopper: the CUTLASS template's candidate (cooperative 128x256 tile, 2x1
             cluster, the configuration that won most CUTLASS shapes), built with nvcc when first called
 Every call runs under torch.no_grad(), as the judge's timed calls do. With --verdicts, the judge then
@@ -128,9 +129,9 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
             "tma_pre": lambda a, b: tma(a, b, cache=True)}
 
 
-def template_source(m: int, n: int, k: int) -> str:
+def template_source(m: int, n: int, k: int, variant: str = "tiled") -> str:
     """The template candidate this benchmark times for a shape (one fixed tile rule, not tuned)."""
-    return render(GemmConfig(*_tiles(m, n, k), group_m=8, stages=3, warps=4))
+    return render(GemmConfig(*_tiles(m, n, k), group_m=8, stages=3, warps=4, variant=variant))
 
 
 def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
@@ -141,7 +142,8 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
     def model(shape: tuple[int, int, int], path: str) -> Any:
         tiles = _tiles(*shape)
         if (tiles, path) not in models:
-            module = module_from_source(template_source(*shape), f"tmpl_{'_'.join(map(str, tiles))}_{path}")
+            variant = "tma" if path == "tmpl_tma" else "tiled"
+            module = module_from_source(template_source(*shape, variant), f"tmpl_{'_'.join(map(str, tiles))}_{path}")
             model = module.ModelNew()
             if path == "tmpl":
                 module._NATIVE["module"] = None
@@ -157,7 +159,7 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
     def call(path: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         return lambda a, b: model((a.shape[0], b.shape[1], a.shape[1]), path)(a, b)
 
-    return {path: call(path) for path in ("tmpl", "tmpl_cpp", "counted")}
+    return {path: call(path) for path in ("tmpl", "tmpl_cpp", "counted", "tmpl_tma")}
 
 
 def cutlass_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
