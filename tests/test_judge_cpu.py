@@ -97,21 +97,29 @@ def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> No
         path.write_text(saved)
 
 
-class _QuietTrustedTime(Judge):
+class _ScaledTrustedTime(Judge):
+    """A judge whose trusted reference time is `trusted_scale` times what it measures."""
+
+    trusted_scale = 1.0
+
+    def reference_future(self, task):
+        measured, scaled = super().reference_future(task), Future()
+
+        def swap(_: Future) -> None:
+            ref, trusted = measured.result(), Future()
+            ref.trusted_future.add_done_callback(
+                lambda t: trusted.set_result(TimingStats.of([s * self.trusted_scale for s in t.result().samples_ms])))
+            scaled.set_result(replace(ref, trusted_future=trusted))
+
+        measured.add_done_callback(swap)
+        return scaled
+
+
+class _QuietTrustedTime(_ScaledTrustedTime):
     """A judge whose trusted reference time is a thousandth of what it measures: far below any time the
     reference takes next to a candidate, however busy the host is when each is measured."""
 
-    def reference_future(self, task):
-        measured, stale = super().reference_future(task), Future()
-
-        def swap(_: Future) -> None:
-            ref, quiet = measured.result(), Future()
-            ref.trusted_future.add_done_callback(
-                lambda t: quiet.set_result(TimingStats.of([s / 1000 for s in t.result().samples_ms])))
-            stale.set_result(replace(ref, trusted_future=quiet))
-
-        measured.add_done_callback(swap)
-        return stale
+    trusted_scale = 1e-3
 
 
 def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_dir: Path) -> None:
@@ -139,22 +147,12 @@ class _BusyOnce(Judge):
             v.speedup, v.significant = v.speedup * 10, True
 
 
-class _BusyOnceAfterABusyTrustedTime(_BusyOnce):
+class _BusyOnceAfterABusyTrustedTime(_BusyOnce, _ScaledTrustedTime):
     """_BusyOnce whose trusted reference time was taken while the host was busy: six times what the
     reference takes. Against it, the first measurement's slowed reference looks like less than the
     reject threshold; only the audit's fresh alone time shows it (a busy CI host did this)."""
 
-    def reference_future(self, task):
-        measured, busy = super().reference_future(task), Future()
-
-        def swap(_: Future) -> None:
-            ref, slow = measured.result(), Future()
-            ref.trusted_future.add_done_callback(
-                lambda t: slow.set_result(TimingStats.of([s * 6 for s in t.result().samples_ms])))
-            busy.set_result(replace(ref, trusted_future=slow))
-
-        measured.add_done_callback(swap)
-        return busy
+    trusted_scale = 6.0
 
 
 @pytest.mark.parametrize("judge_class", [_BusyOnce, _BusyOnceAfterABusyTrustedTime], ids=["trusted", "busy_trusted"])

@@ -447,12 +447,13 @@ class Judge:
         # the slowed reference (a reject that rested on one measurement, until CI caught it).
         win = v.speedup > 1.0 and v.significant
         slowed = verdict_slowdown(v, ref.trusted).ratio if win else 1.0
-        if slowed > cfg.slowed_reference_reject or (win and v.speedup > cfg.timing.remeasure_above):
+        suspect = slowed > cfg.slowed_reference_reject
+        if suspect or (win and v.speedup > cfg.timing.remeasure_above):
             first = v.speedup
             self._time(w, v, cfg, v.stages.pop().seconds)
             again = verdict_slowdown(v, ref.trusted).ratio
             v.stage("timing").details["retimed"] = {"speedup": first, "reference_vs_trusted": slowed}
-            if slowed > cfg.slowed_reference_reject or abs(v.speedup - first) > 0.1 * first:
+            if suspect or abs(v.speedup - first) > 0.1 * first:
                 v.flags.append(Flag("noisy_timing", f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
                                                     f"({first:.2f}x); timed again: {again:.2f}x slower ({v.speedup:.2f}x)"))
         # coverage: profiled calls (a measurement, so the device is ours), after the timed ones: the
