@@ -8,7 +8,8 @@ counted in full. This benchmark times, per shape and under that same clock:
   jit       a Triton pointer kernel launched through `kernel[grid](...)`
   runner    the same compiled kernel launched through its cached low-level runner
   tma       a Triton TMA kernel, host descriptors built on every call
-  tma_pre   the same, descriptors cached by (address, shape, strides)
+  tma_pre   the same, the inputs' descriptors cached by (address, shape, strides) (a cached descriptor
+            holds its tensor, so the output's, made per call, is not cached)
   tmpl      the template strategy's candidate (`gemm_templates.render`), Triton's runner
   tmpl_cpp  the same candidate as judged: after a shape's first call, its kernels launched from C++
   counted   tmpl_cpp with the judge's launch counter wrapped around its extension's functions
@@ -112,8 +113,8 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
         bm, bn, bk = _tiles(m, n, k)
         c = torch.empty((m, n), device=a.device, dtype=a.dtype)
 
-        def desc(t, block):
-            if not cache:
+        def desc(t, block, cacheable=True):
+            if not (cache and cacheable):
                 return TensorDescriptor.from_tensor(t, block)
             key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), tuple(block))
             d = descriptors.get(key)
@@ -121,8 +122,9 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
                 d = descriptors[key] = TensorDescriptor.from_tensor(t, block)
             return d
 
-        _gemm_tma[(triton.cdiv(m, bm) * triton.cdiv(n, bn),)](desc(a, [bm, bk]), desc(b, [bk, bn]), desc(c, [bm, bn]),
-                                                              m, n, k, BM=bm, BN=bn, BK=bk)
+        grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+        _gemm_tma[grid](desc(a, [bm, bk]), desc(b, [bk, bn]), desc(c, [bm, bn], cacheable=False), m, n, k,
+                        BM=bm, BN=bn, BK=bk)
         return c
 
     return {"clock": clock, "matmul": torch.matmul, "jit": jit, "runner": runner, "tma": tma,
@@ -175,7 +177,7 @@ def cutlass_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Te
 def print_verdicts(shapes: list[Shape]) -> None:
     """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
     judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
-    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12} {'ref/alone':>11}  launches (profiled call)")
+    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12} {'iters':>5} {'ref/alone':>11}  launches (profiled call)")
     try:
         for s in shapes:
             v = judge.evaluate(hgemm_task(s), template_source(s.m, s.n, s.k))
@@ -185,13 +187,14 @@ def print_verdicts(shapes: list[Shape]) -> None:
             audit = v.stage("audit")
             calls = (audit.details.get("coverage") or {}).get("calls") if audit else None
             band = f"{v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f}" if v.speedup_band else "-"
-            host = v.stage("timing").details.get("host_ms") or {}
+            timing = v.stage("timing").details
+            host = timing.get("host_ms") or {}
             host_us = f"{host.get('candidate', 0) * 1000:.1f}/{host.get('reference', 0) * 1000:.1f}"
             # the reference next to the candidate over the one timed alone: raw / with the host's speed accounted
             d = audit.details if audit else {}
             alone = f"{d.get('reference_vs_trusted_raw', 0):.2f}/{d.get('reference_vs_trusted', 0):.2f}"
             print(f"{str(s):>16} {v.status.value:>9} {v.candidate.median_ms * 1000:9.1f} {v.reference.median_ms * 1000:9.1f} "
-                  f"{host_us:>13} {v.speedup:7.3f}x {band:>12} {alone:>11}  {calls}")
+                  f"{host_us:>13} {v.speedup:7.3f}x {band:>12} {timing.get('iterations', 0):>5} {alone:>11}  {calls}")
     finally:
         judge.close()
 

@@ -189,17 +189,19 @@ def run_interleaved(
     CPUs the timed rounds were pinned to (cfg.fast_cpu), in order. Warm-up runs unpinned: what it
     compiles or tunes may start processes, which would inherit the pin."""
     r = len(input_sets)
-    warm = {name: 0.0 for name, _ in sides}
+    warm: dict[str, list[float]] = {name: [] for name, _ in sides}
     calls = 0
-    while calls < cfg.warmup_calls or min(warm.values()) < cfg.warmup_ms:
+    while calls < cfg.warmup_calls or min(map(sum, warm.values())) < cfg.warmup_ms:
         for name, ms, out, args in _round(sides, input_sets[calls % r], clock, cfg, rng):
-            warm[name] += ms
+            warm[name].append(ms)
             after_call(name, -1, out, args)
             del out
         calls += 1
         if calls >= 200:
             break
-    per_call = max(warm.values()) / calls
+    # The median warm-up call, not the mean: a first call that loads modules or allocates (a
+    # hundred milliseconds and more on a large GEMM) would cut the iterations several times over.
+    per_call = max(statistics.median(times) for times in warm.values())
     iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
     spots = sorted({1 + (iters - 1) * k // max(cfg.spot_checks - 1, 1) for k in range(cfg.spot_checks)}) if cfg.spot_checks else []
     samples: dict[str, list[float]] = {name: [] for name, _ in sides}
