@@ -169,6 +169,29 @@ def test_a_reference_slowed_for_one_measurement_is_timed_again_before_a_reject(c
     assert any("timed again" in f.message for f in v.flags if f.code == "noisy_timing"), v.flags
 
 
+class _StableLargeWin(Judge):
+    """A judge whose every measurement sees the candidate four times faster than it ran: a large win
+    that reproduces, as an honest fused kernel's does. Counts the measurements."""
+
+    measured = 0
+
+    def _measure(self, w, v, cmd, timeout):
+        a, ref_t, cand_t = super()._measure(w, v, cmd, timeout)
+        self.measured += 1
+        return a, ref_t, TimingStats.of([s / 4 for s in cand_t.samples_ms])
+
+
+def test_a_large_win_is_measured_twice(cache_dir: Path) -> None:
+    # (no floor audit: the faked times may pass the bandwidth floor; no re-timing for a scattered
+    # reference, which a busy host would add)
+    cfg = FAST.with_overrides({"floor_margin": 0.0, "timing": {"retime_spread_above": 1e9}})
+    judge = _StableLargeWin("cpu", cache_dir=cache_dir, config=cfg)
+    v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    assert v.speedup > FAST.timing.remeasure_above and "retimed" in v.stage("timing").details
+    assert judge.measured == 2  # once, and once again before the audit (it was four times: twice in each)
+
+
 class _ScatteredOnce(Judge):
     """A judge whose first measurement saw every other reference sample ten times slower (a host
     busy in bursts): a band of about +-80% that would call any speedup none."""
