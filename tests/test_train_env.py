@@ -222,9 +222,10 @@ def test_play_records_the_trained_roles_tokens_with_the_feedback_masked(verdicts
 
 def test_repeated_candidates_are_judged_once_and_outsized_wins_measured_again(verdicts: ReusedVerdicts) -> None:
     counted = ReusedVerdicts(verdicts)  # counts what reaches the module's judge through it
-    # Far below the fast kernel's ~3.6x: on a busy host its reference can be flagged slowed_reference, and
-    # the reward then counts the speedup over the reference alone (measured at 1.5x or less in one CI run).
-    cfg = env_config(max_turns=1).model_copy(update={"reward": RewardConfig(remeasure_above=1.1)})
+    # Any speedup counts as outsized here: on a busy host the fast kernel's ~3.6x has been measured within
+    # noise (1.0x) or, with its reference flagged slowed_reference, at 1.1x or less over the reference
+    # alone (two CI runs), and below the threshold there is nothing to measure again.
+    cfg = env_config(max_turns=1).model_copy(update={"reward": RewardConfig(remeasure_above=1e-6)})
     for note in ("first", "second"):
         env = KernelEnv(rowwise_task(), counted, cfg)
         result = env.step(fenced(f"# {note} try\n" + FAST_KERNEL.replace("    def forward", "    def forward  ", 1)))
