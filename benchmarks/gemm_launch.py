@@ -113,8 +113,8 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
         bm, bn, bk = _tiles(m, n, k)
         c = torch.empty((m, n), device=a.device, dtype=a.dtype)
 
-        def desc(t, block, cacheable=True):
-            if not (cache and cacheable):
+        def desc(t, block):
+            if not cache:
                 return TensorDescriptor.from_tensor(t, block)
             key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), tuple(block))
             d = descriptors.get(key)
@@ -123,7 +123,7 @@ def paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
             return d
 
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-        _gemm_tma[grid](desc(a, [bm, bk]), desc(b, [bk, bn]), desc(c, [bm, bn], cacheable=False), m, n, k,
+        _gemm_tma[grid](desc(a, [bm, bk]), desc(b, [bk, bn]), TensorDescriptor.from_tensor(c, [bm, bn]), m, n, k,
                         BM=bm, BN=bn, BK=bk)
         return c
 
