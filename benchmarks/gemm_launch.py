@@ -16,9 +16,11 @@ counted in full. This benchmark times, per shape and under that same clock:
   tmpl_tma  the template's descriptor (TMA) variant, same tiles: descriptors made per call, Triton's launcher
   cutlass   with --cutlass on Hopper: the CUTLASS template's candidate (cooperative 128x256 tile, 2x1
             cluster, the configuration that won most CUTLASS shapes), built with nvcc when first called
-Every call runs under torch.no_grad(), as the judge's timed calls do. With --verdicts, the judge then
-evaluates the tmpl_cpp candidate on each shape's hgemm task: its own medians and speedup, taken in a
-sandboxed worker, sit next to the in-process numbers above (what the worker adds, if anything).
+Every call runs under torch.no_grad(), as the judge's timed calls do; after its timing each path is
+checked once more on new inputs, at other addresses (a path that kept the first call's would fail).
+With --verdicts, the judge then evaluates the tmpl_cpp candidate (and with --cutlass the CUTLASS one) on
+each shape's hgemm task: its own medians and speedup, taken in a sandboxed worker, sit next to the
+in-process numbers above (what the worker adds, if anything).
 
     python benchmarks/gemm_launch.py --shapes 64x64x64,256x256x256,1024x1024x1024 --verdicts
     python benchmarks/gemm_launch.py --shapes 8192x1024x8192,12288x4096x2048 --cutlass
@@ -27,6 +29,7 @@ sandboxed worker, sit next to the in-process numbers above (what the worker adds
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 from pathlib import Path
@@ -164,25 +167,30 @@ def template_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.T
     return {path: call(path) for path in ("tmpl", "tmpl_cpp", "counted", "tmpl_tma")}
 
 
+CUTLASS_PROBE = CutlassConfig(128, 256, 64, 2, 1, "cutlass_cooperative", "persistent", 4)
+
+
 def cutlass_paths() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
     """The CUTLASS template's candidate for the configuration that won most CUTLASS shapes (its
     extension takes every shape); none off Hopper or without CUTLASS's headers."""
     if torch.cuda.get_device_capability() != (9, 0) or cutlass_include_dirs() is None:
         print("cutlass: skipped (needs a Hopper GPU and CUTLASS's headers)")
         return {}
-    config = CutlassConfig(128, 256, 64, 2, 1, "cutlass_cooperative", "persistent", 4)
-    return {"cutlass": module_from_source(render_cutlass(config), "cutlass_probe").ModelNew()}
+    return {"cutlass": module_from_source(render_cutlass(CUTLASS_PROBE), "cutlass_probe").ModelNew()}
 
 
-def print_verdicts(shapes: list[Shape]) -> None:
-    """The judge's verdict on each shape's tmpl_cpp candidate, against the hgemm task's reference."""
+def print_verdicts(shapes: list[Shape], cutlass: bool) -> None:
+    """The judge's verdict on each shape's tmpl_cpp candidate (and CUTLASS's), against the hgemm task's reference."""
     judge = Judge("cuda", cache_dir=Path(tempfile.mkdtemp(prefix="kc-launch-")))
-    print(f"\n{'shape':>16} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12} {'iters':>5} {'ref/alone':>11}  launches (profiled call)")
+    sources: dict[str, Callable[[Shape], str]] = {"tmpl_cpp": lambda s: template_source(s.m, s.n, s.k)}
+    if cutlass:
+        sources["cutlass"] = lambda s: render_cutlass(CUTLASS_PROBE)
+    print(f"\n{'shape':>16} {'path':>8} {'status':>9} {'kernel us':>9} {'ref us':>9} {'host us':>13} {'speedup':>8} {'band':>12} {'iters':>5} {'ref/alone':>11}  launches (profiled call)")
     try:
-        for s in shapes:
-            v = judge.evaluate(hgemm_task(s), template_source(s.m, s.n, s.k))
+        for s, (path, source) in itertools.product(shapes, sources.items()):
+            v = judge.evaluate(hgemm_task(s), source(s))
             if v.candidate is None or v.reference is None:
-                print(f"{str(s):>16} {v.status.value:>9}  {v.message[:100]}")
+                print(f"{str(s):>16} {path:>8} {v.status.value:>9}  {v.message[:100]}")
                 continue
             audit = v.stage("audit")
             calls = (audit.details.get("coverage") or {}).get("calls") if audit else None
@@ -193,7 +201,7 @@ def print_verdicts(shapes: list[Shape]) -> None:
             # the reference next to the candidate over the one timed alone: raw / with the host's speed accounted
             d = audit.details if audit else {}
             alone = f"{d.get('reference_vs_trusted_raw', 0):.2f}/{d.get('reference_vs_trusted', 0):.2f}"
-            print(f"{str(s):>16} {v.status.value:>9} {v.candidate.median_ms * 1000:9.1f} {v.reference.median_ms * 1000:9.1f} "
+            print(f"{str(s):>16} {path:>8} {v.status.value:>9} {v.candidate.median_ms * 1000:9.1f} {v.reference.median_ms * 1000:9.1f} "
                   f"{host_us:>13} {v.speedup:7.3f}x {band:>12} {timing.get('iterations', 0):>5} {alone:>11}  {calls}")
     finally:
         judge.close()
@@ -233,12 +241,15 @@ def main() -> None:
             for _ in range(args.iters):
                 ms.append(clock.time_call(fn, [a, b])[0])
                 host_ms.append(clock.host_ms)
+            if name != "clock":
+                a2, b2 = torch.randn_like(a), torch.randn_like(b)
+                torch.testing.assert_close(fn(a2, b2), torch.matmul(a2, b2), atol=2e-1, rtol=2e-2)
             row.append(statistics.median(ms) * 1000)
             host.append(statistics.median(host_ms) * 1000)
         print(f"{s.m}x{s.n}x{s.k}".rjust(16) + " " + " ".join(f"{v:9.1f}" for v in row))
         print("host".rjust(16) + " " + " ".join(f"{v:9.1f}" for v in host))
     if args.verdicts:
-        print_verdicts(shapes)
+        print_verdicts(shapes, args.cutlass)
 
 
 if __name__ == "__main__":
