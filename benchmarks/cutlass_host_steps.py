@@ -6,7 +6,9 @@ extra entry point that times each step of a call with the host's steady clock, e
 device as under the judge's clock, and prints medians in microseconds:
   lookup    finding the shape's plan
   readdress copying the shape's kernel parameters and writing this call's addresses into its descriptors
+            (stream-K: the parameters kept for the stream's workspace)
   encode    building the parameters anew (three TMA descriptors encoded), what a call did before plans
+  zero      stream-K only: zeroing the workspace's barrier flags (CUTLASS's initialize_workspace), every call
   runtime   the launch through the runtime (cudaLaunchKernelEx), as the template launched until judge v8
   driver    the same launch through the driver (cuLaunchKernelEx), as it launches now
   run       the whole C++ call (kc_cutlass_run)
@@ -38,8 +40,9 @@ from kernelcraft.tasks.hgemm import parse_shapes
 CONFIGS = {
     "coop_c2x1": CutlassConfig(128, 256, 64, 2, 1, "cutlass_cooperative", "persistent", 1),
     "pingpong_c1x1": CutlassConfig(64, 128, 64, 1, 1, "cutlass_pingpong", "persistent", 1),
+    "streamk_c1x1": CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 1, 1),
 }
-STEPS = ("lookup", "readdress", "encode", "runtime", "driver", "run")
+STEPS = ("lookup", "readdress", "encode", "zero", "runtime", "driver", "run")
 
 STEPS_CU = r"""
 #include <algorithm>
@@ -68,19 +71,19 @@ cudaLaunchConfig_t runtime_config(const kc::Kernel::Params& params, cudaStream_t
 }
 }  // namespace kc_steps
 
-// Medians in us of each step (see the script's docstring) over `iters` calls, into out[0..5]; 0 on
-// success, else the step that failed.
-int kc_host_steps(const void* a, const void* b, void* c, int m, int n, int k, int swizzle, int device,
-                  void* stream_handle, int iters, double* out) {
+// Medians in us of each step (see the script's docstring) over `iters` calls, into out[0..6]; 0 on
+// success, else the step that failed. `workspace`: the plan's (stream-K), kept for this stream.
+int kc_host_steps(const void* a, const void* b, void* c, void* workspace, int m, int n, int k, int swizzle,
+                  int device, void* stream_handle, int iters, double* out) {
   using namespace kc_steps;
   const auto stream = static_cast<cudaStream_t>(stream_handle);
   long long bytes = -1;
   const int plan = kc_cutlass_plan(m, n, k, swizzle, 1, device, &bytes);
-  if (bytes != 0) return 1;
-  if (kc_cutlass_run(plan, a, b, c, nullptr, stream_handle) != 0) return 2;  // builds the plan's parameters
+  if (bytes < 0 || (bytes > 0) != (workspace != nullptr)) return 1;
+  if (kc_cutlass_run(plan, a, b, c, workspace, stream_handle) != 0) return 2;  // builds the parameters
   cudaFunction_t fn = nullptr;
   if (cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(kc_cutlass_gemm)) != cudaSuccess) return 3;
-  std::vector<double> t[6];
+  std::vector<double> t[7];
   for (int i = 0; i < iters; ++i) {
     cudaDeviceSynchronize();
     auto t0 = Clock::now();
@@ -90,19 +93,25 @@ int kc_host_steps(const void* a, const void* b, void* c, int m, int n, int k, in
     kc::Kernel::Params params;
     {
       std::lock_guard<std::mutex> hold(kc::plans_lock);
-      params = *kc::plans[static_cast<size_t>(found)].params;
+      const kc::Plan& p = kc::plans[static_cast<size_t>(found)];
+      params = workspace ? p.slots.front().params : *p.params;
     }
     if (!kc::readdress(params, a, b, c)) return 4;
     auto t2 = Clock::now();
     auto args = kc::arguments(a, b, c, m, n, k, swizzle, 1, device, kc::sms_of(device));
-    volatile int fresh = kc::Kernel::to_underlying_arguments(args, nullptr).hw_info.sm_count;  // kept, not optimized away
+    volatile int fresh = kc::Kernel::to_underlying_arguments(args, workspace).hw_info.sm_count;  // kept, not optimized away
     (void)fresh;
     auto t3 = Clock::now();
+    // every launch of a stream-K kernel needs its barrier flags zeroed first: a kernel that found them
+    // set would wait for counts that never come
+    if (workspace && kc::Kernel::initialize_workspace(args, workspace, stream) != cutlass::Status::kSuccess) return 8;
+    auto t3z = Clock::now();
     cudaLaunchAttribute cluster[1];
     cudaLaunchConfig_t config = runtime_config(params, stream, cluster);
     if (cudaLaunchKernelEx(&config, kc_cutlass_gemm, params) != cudaSuccess) return 5;
     auto t4 = Clock::now();
     cudaDeviceSynchronize();
+    if (workspace && kc::Kernel::initialize_workspace(args, workspace, stream) != cutlass::Status::kSuccess) return 8;
     CUlaunchAttribute dim[1];
     dim[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     dim[0].value.clusterDim.x = config.attrs[0].val.clusterDim.x;
@@ -125,30 +134,36 @@ int kc_host_steps(const void* a, const void* b, void* c, int m, int n, int k, in
     auto t6 = Clock::now();
     cudaDeviceSynchronize();
     auto t7 = Clock::now();
-    if (kc_cutlass_run(plan, a, b, c, nullptr, stream_handle) != 0) return 7;
+    if (kc_cutlass_run(plan, a, b, c, workspace, stream_handle) != 0) return 7;
     auto t8 = Clock::now();
     t[0].push_back(us(t0, t1));
     t[1].push_back(us(t1, t2));
     t[2].push_back(us(t2, t3));
-    t[3].push_back(us(t3, t4));
-    t[4].push_back(us(t5, t6));
-    t[5].push_back(us(t7, t8));
+    t[3].push_back(us(t3, t3z));
+    t[4].push_back(us(t3z, t4));
+    t[5].push_back(us(t5, t6));
+    t[6].push_back(us(t7, t8));
   }
   cudaDeviceSynchronize();
-  for (int s = 0; s < 6; ++s) out[s] = median(t[s]);
+  for (int s = 0; s < 7; ++s) out[s] = median(t[s]);
   return 0;
 }
 """
 
 STEPS_CPP = r"""
-int kc_host_steps(const void* a, const void* b, void* c, int m, int n, int k, int swizzle, int device,
-                  void* stream_handle, int iters, double* out);
+int kc_host_steps(const void* a, const void* b, void* c, void* workspace, int m, int n, int k, int swizzle,
+                  int device, void* stream_handle, int iters, double* out);
 
 std::vector<double> steps(const torch::Tensor& a, const torch::Tensor& b, int64_t swizzle, int64_t iters) {
   auto c = torch::empty({a.size(0), b.size(1)}, a.options());
-  std::vector<double> out(6, 0.0);
-  const int rc = kc_host_steps(a.data_ptr(), b.data_ptr(), c.data_ptr(), a.size(0), b.size(1), a.size(1), swizzle,
-                               a.get_device(), current_stream(a.get_device()), iters, out.data());
+  const int device = a.get_device();
+  void* stream = current_stream(device);
+  long long bytes = -1;
+  const int plan = kc_cutlass_plan(a.size(0), b.size(1), a.size(1), swizzle, 1, device, &bytes);
+  TORCH_CHECK(bytes >= 0, "the CUTLASS GEMM cannot take this shape");
+  std::vector<double> out(7, 0.0);
+  const int rc = kc_host_steps(a.data_ptr(), b.data_ptr(), c.data_ptr(), bytes ? workspace_for(plan, stream, bytes, a) : nullptr,
+                               a.size(0), b.size(1), a.size(1), swizzle, device, stream, iters, out.data());
   TORCH_CHECK(rc == 0, "kc_host_steps failed at step ", rc);
   return out;
 }

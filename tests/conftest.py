@@ -65,3 +65,28 @@ def sample() -> Path:
     if not SAMPLE.is_dir():
         pytest.skip("../shared/kernelbench-sample is not beside the checkout")
     return SAMPLE
+
+
+def binary_gemm_inputs(m: int, n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A and B on the GPU with sparse 0/1 entries, and their product: every sum is an integer below
+    2048, exact in fp16 and in any order of summation, so a kernel's output must equal it bit for bit."""
+    a = (torch.rand(m, k, generator=gen) < 0.1).half()
+    b = (torch.rand(k, n, generator=gen) < 0.1).half()
+    return a.cuda(), b.cuda(), (a.double() @ b.double()).half()
+
+
+def assert_exact_on_two_streams(model: Any, shape: tuple[int, int, int], gen: torch.Generator,
+                                rounds: int = 5, calls: int = 10) -> None:
+    """Two streams running `model` on the same shape at once, `calls` calls each per round: every
+    output exact (a workspace two streams shared would mix their partial sums)."""
+    side = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for _ in range(rounds):
+        pairs = [binary_gemm_inputs(*shape, gen) for _ in side]
+        outputs = []
+        for stream, (a, b, _) in zip(side, pairs):
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                outputs.append([model(a, b) for _ in range(calls)])
+        torch.cuda.synchronize()
+        for results, (_, _, expected) in zip(outputs, pairs):
+            assert all(torch.equal(c.cpu(), expected) for c in results)

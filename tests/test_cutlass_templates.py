@@ -22,7 +22,7 @@ from kernelcraft.search.gemm_space import config_from_dict, config_of_source, ke
 from kernelcraft.search.gemm_templates import DeviceCaps, GemmConfig, TemplateError
 from kernelcraft.tasks import Shape, hgemm_task
 
-from .conftest import evaluate_all
+from .conftest import assert_exact_on_two_streams, binary_gemm_inputs, evaluate_all
 from .test_template_search import A100, H100, SCREEN
 
 B200 = DeviceCaps("cuda", (10, 0), 148, 232448)
@@ -137,3 +137,31 @@ def test_on_hopper_each_kind_is_exact_and_its_own_kernel_does_the_work(gpu_pool:
         assert all(g["armed"] and g["breached_bytes"] == 0 for g in guards), guards
         coverage = verdict.stage("audit").details["coverage"]
         assert set(coverage["custom_kernels"]) == {"kc_cutlass_gemm"} and coverage["coverage"] > 0.5, coverage
+
+
+@pytest.mark.gpu
+def test_on_hopper_stream_k_is_exact_on_every_call_and_on_two_streams_at_once(
+        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stream-K keeps one workspace per stream and its parameters on it, and zeroes the workspace's
+    barrier flags before every launch: every call after the first is exact too (a flag left set
+    would let a tile's fix-up read partial sums that were never written), two shapes take turns on
+    one stream, and two streams running the same shape at once each have their own workspace."""
+    import importlib.util
+
+    import torch
+
+    if not cutlass_runs_on(DeviceCaps("cuda", torch.cuda.get_device_capability())):
+        pytest.skip("CUTLASS's kernels are built for Hopper (compute capability 9.0) with its headers installed")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache_dir / "torch_extensions"))
+    path = tmp_path / "stream_k_candidate.py"
+    path.write_text(render_cutlass(KINDS[2]))
+    spec = importlib.util.spec_from_file_location("stream_k_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.ModelNew()
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(1000, 1024, 2048), (256, 512, 4096)]  # 64 and 8 tiles of 128x128 on 132 SMs: K is shared out
+    for call in range(20):
+        a, b, expected = binary_gemm_inputs(*shapes[call % 2], gen)
+        assert torch.equal(model(a, b).cpu(), expected), f"call {call} is not exact"
+    assert_exact_on_two_streams(model, shapes[0], gen)

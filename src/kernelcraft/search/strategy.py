@@ -113,6 +113,7 @@ class TaskContext:
     device: DeviceDescription
     context: str  # the verdict context (task, judge settings, device): equal sources in it are judged once
     schemes: list[SkillScheme] = field(default_factory=lambda: [SkillScheme(0)])
+    own_run_only: bool = False  # reuse only this run's verdicts (see measured_here)
     _judged: dict[str, "Future[tuple[Verdict, int]]"] = field(default_factory=dict)
     _judged_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -173,6 +174,12 @@ class TaskContext:
         return dataclasses.replace(self, judge_config=config, _judged={}, _judged_lock=threading.Lock(),
                                    context=context_hash(self.task.source, self.task.meta.to_dict(), config, self.device.name))
 
+    def measured_here(self) -> "TaskContext":
+        """This task judged with verdicts of this run only (a resumed run still replays its own): for a
+        result picked because an earlier run measured it fastest, whose earlier verdict would report
+        the luckiest of several measurements (the winner's curse) rather than a fresh one."""
+        return dataclasses.replace(self, own_run_only=True, _judged={}, _judged_lock=threading.Lock())
+
     def judge(self, source: str) -> tuple[Verdict, int]:
         """The verdict (and its stored id) for `source` on this task. A source equal to one already
         judged in this context, up to comments and whitespace, is not judged again. Raises TaskFailed
@@ -193,7 +200,7 @@ class TaskContext:
         return future.result()
 
     def _judge_once(self, source: str, norm: str) -> tuple[Verdict, int]:
-        earlier = self.store.reusable_verdict(self.context, norm)
+        earlier = self.store.reusable_verdict(self.context, norm, self.run_id if self.own_run_only else None)
         if earlier is not None:
             return self.store.verdict(earlier), earlier
         try:

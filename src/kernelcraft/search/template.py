@@ -4,8 +4,11 @@ judges the first `configs` of the shape's space with a short recipe (few seeds, 
 fine stage judges the `finalists` fastest again with the run's own recipe; the best fine verdict
 is the task's result. The configurations that earlier runs found fastest on the same task and
 device (as many as there are finalists; those of this judge and recipe first, then those of any
-other, judged again here) are judged first, then ones no run has judged; with no more
-configurations than finalists there is no coarse stage. Its kernels are ordinary
+other) are judged first, then ones no run has judged; with no more configurations than finalists
+there is no coarse stage. The fine stage measures in the run itself, never reusing an earlier
+run's verdict: a configuration carried over because its earlier verdict was the fastest would
+otherwise report the luckiest of several measurements (a new run that reused them reported the
+carried-over shapes 1.5% faster with no kernel measured again, H100, 2026-11-25). Its kernels are ordinary
 verdicts of the workspace, so `--start best` can hand them to a model-led strategy.
 
 Attempts: sample = the configuration's index in the space, turn 0 coarse and 1 fine. The space is
@@ -45,13 +48,14 @@ class TemplateSearch:
         options = ctx.config.template
         coarse = ctx.rejudged(options.coarse)
         configs = self._configs(ctx, coarse)
+        fine = ctx.measured_here()
         if len(configs) <= options.finalists:  # every configuration is a finalist: nothing to screen
-            run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in range(len(configs))], "template")
+            run_parallel([lambda i=i: self._judge(fine, i, FINE, configs[i]) for i in range(len(configs))], "template")
             return
         screened = run_parallel([lambda i=i: self._judge(coarse, i, COARSE, configs[i]) for i in range(len(configs))],
                                 "template")
         correct = sorted((i for i, o in enumerate(screened) if o.correct), key=lambda i: -(screened[i].speedup or 0.0))
-        run_parallel([lambda i=i: self._judge(ctx, i, FINE, configs[i]) for i in correct[:options.finalists]], "template")
+        run_parallel([lambda i=i: self._judge(fine, i, FINE, configs[i]) for i in correct[:options.finalists]], "template")
 
     @staticmethod
     def _configs(ctx: TaskContext, coarse: TaskContext) -> list[KernelConfig]:

@@ -327,11 +327,14 @@ class Store(SkillTables):
                            "WHERE v.context_hash=? AND v.status != 'timeout' AND c.norm_hash != ''", (context_hash,))
         return {r[0] for r in rows}
 
-    def reusable_verdict(self, context_hash: str, norm_hash: str) -> int | None:
-        """The latest verdict of a candidate with the same normalized source in the same context, if any.
-        Timeouts are not reused: they can come from a busy machine rather than the code."""
+    def reusable_verdict(self, context_hash: str, norm_hash: str, run_id: str | None = None) -> int | None:
+        """The latest verdict of a candidate with the same normalized source in the same context, if any
+        (with `run_id`: measured by that run only). Timeouts are not reused: they can come from a busy
+        machine rather than the code."""
+        in_run = " AND v.run_id=?" if run_id is not None else ""
         rows = self._query("SELECT v.id FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.context_hash=? "
-                           "AND c.norm_hash=? AND v.status != 'timeout' ORDER BY v.id DESC LIMIT 1", (context_hash, norm_hash))
+                           f"AND c.norm_hash=? AND v.status != 'timeout'{in_run} ORDER BY v.id DESC LIMIT 1",
+                           (context_hash, norm_hash, *([run_id] if run_id is not None else [])))
         return int(rows[0][0]) if rows and context_hash and norm_hash else None
 
     def verdict(self, verdict_id: int) -> Verdict:
