@@ -26,24 +26,14 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from hgemm import rows_of, template_runs  # noqa: E402  (sibling scripts: benchmarks run as `python benchmarks/X.py`)
+from device_clock import queued_ms  # noqa: E402  (sibling scripts: benchmarks run as `python benchmarks/X.py`)
+from hgemm import rows_of, template_runs  # noqa: E402
 from kernelbench_style import module_from_source  # noqa: E402
 from kernelcraft.judge import TimingConfig  # noqa: E402
 from kernelcraft.judge.timing import Clock  # noqa: E402
 from kernelcraft.search.gemm_space import config_from_dict, render_config  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import hgemm_task, parse_shapes  # noqa: E402
-
-
-def queued_ms(clock: Clock, fn: Callable[..., Any], args: list[Any]) -> float:
-    """One call's device time: enqueued while the flush still runs, so the host's work is hidden."""
-    clock.flush_buf.zero_()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn(*args)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
 
 
 def main() -> None:

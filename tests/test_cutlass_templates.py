@@ -16,8 +16,8 @@ import pytest
 from torch.utils.cpp_extension import include_paths
 
 from kernelcraft.judge import Job, LocalPool, check_source
-from kernelcraft.search.gemm_cutlass import (NVCC_FLAGS, STREAMK_MIN_K, CutlassConfig, cutlass_include_dirs, cutlass_runs_on,
-                                             cutlass_space, render_cuda, render_cutlass)
+from kernelcraft.search.gemm_cutlass import (NVCC_FLAGS, STREAMK_MIN_K, CutlassConfig, cutlass_include_dirs, cutlass_prior,
+                                             cutlass_runs_on, cutlass_space, render_cuda, render_cutlass)
 from kernelcraft.search.gemm_space import config_from_dict, config_of_source, kernel_space, render_config
 from kernelcraft.search.gemm_templates import DeviceCaps, GemmConfig, TemplateError
 from kernelcraft.tasks import Shape, hgemm_task
@@ -26,8 +26,8 @@ from .conftest import assert_exact_on_two_streams, binary_gemm_inputs, evaluate_
 from .test_template_search import A100, H100, SCREEN
 
 B200 = DeviceCaps("cuda", (10, 0), 148, 232448)
-# One of each kind: cooperative with a cluster, ping-pong, stream-K splitting K.
-KINDS = [CutlassConfig(128, 128, 64, 2, 1, "cutlass_cooperative", "persistent", 4),
+# One of each kind: cooperative with a cluster (its tiles walked along N), ping-pong, stream-K splitting K.
+KINDS = [CutlassConfig(128, 128, 64, 2, 1, "cutlass_cooperative", "persistent", 4, raster="along_n"),
          CutlassConfig(64, 128, 64, 1, 1, "cutlass_pingpong", "persistent", 1),
          CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 1, 2)]
 
@@ -45,9 +45,12 @@ def test_each_kind_renders_a_candidate_the_static_checks_accept(config: CutlassC
 
 
 def test_configurations_differing_in_arguments_only_share_one_build() -> None:
-    a, b = KINDS[2], CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 4, 4)
-    assert a.binary == b.binary and a.name != b.name
-    assert render_cuda(a) == render_cuda(b) and render_cutlass(a) != render_cutlass(b)
+    for a, b in ((KINDS[2], CutlassConfig(128, 128, 64, 1, 1, "cutlass_cooperative", "streamk", 4, 4)),
+                 (KINDS[0], CutlassConfig(128, 128, 64, 2, 1, "cutlass_cooperative", "persistent", 4, raster="along_m"))):
+        assert a.binary == b.binary and a.name != b.name
+        assert render_cuda(a) == render_cuda(b) and render_cutlass(a) != render_cutlass(b)
+    assert KINDS[0].name.endswith("_sw4_rn") and "RASTER = 2 " in render_cutlass(KINDS[0])
+    assert "RASTER = 0 " in render_cutlass(KINDS[1])  # CUTLASS's heuristic where none is forced
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -58,6 +61,7 @@ def test_configurations_differing_in_arguments_only_share_one_build() -> None:
     ({"tile_m": 128, "tile_n": 128, "splits": 2}, "stream-K"),
     ({"tile_m": 128, "tile_n": 128, "cluster_m": 4}, "clusters"),
     ({"tile_m": 128, "tile_n": 128, "variant": "cutlass_basic"}, "unknown variant"),
+    ({"tile_m": 128, "tile_n": 128, "raster": "diagonal"}, "unknown raster"),
 ])
 def test_configurations_cutlass_cannot_build_are_refused(kwargs: dict, words: str) -> None:
     with pytest.raises(TemplateError, match=words):
@@ -82,6 +86,20 @@ def test_stream_k_only_where_the_last_wave_is_partial_and_k_is_long() -> None:
     assert any(c.scheduler == "streamk" for c in cutlass_space(Shape(1056, 4096, 8192), H100))
     whole = cutlass_space(Shape(128 * 12, 128 * 11, 8192), H100)  # 132 tiles of 128x128: one whole wave
     assert all((c.tile_m, c.tile_n) != (128, 128) for c in whole if c.scheduler == "streamk")
+
+
+def test_the_guess_charges_the_tiles_a_swizzle_pads_out() -> None:
+    """CUTLASS rounds the tiles along each dimension up to whole swizzle x cluster groups: 512x8192 in
+    128x256 tiles is 4 rows of tiles, which a 2x1 cluster at swizzle 4 pads to 8 (half the work is
+    padding; measured 0.50x of swizzle 1 on an H100), and 1024 columns in 256-wide tiles are 4, which a
+    1x2 cluster at swizzle 4 pads to 8 (0.42x)."""
+    for shape, (cm, cn) in ((Shape(512, 8192, 8192), (2, 1)), (Shape(8192, 1024, 8192), (1, 2))):
+        sw1, sw4 = (CutlassConfig(128, 256, 64, cm, cn, "cutlass_cooperative", "persistent", sw) for sw in (1, 4))
+        assert cutlass_prior(sw4, shape, H100) < 0.55 * cutlass_prior(sw1, shape, H100)
+        assert sw4 not in cutlass_space(shape, H100)[:8]
+    both = CutlassConfig(128, 256, 64, 2, 1, "cutlass_cooperative", "persistent", 4)
+    unpadded = Shape(8192, 8192, 8192)  # 64 x 32 tiles: whole groups of 8 and 4
+    assert cutlass_prior(both, unpadded, H100) > cutlass_prior(CutlassConfig(128, 256, 64, 1, 1, "cutlass_cooperative", "persistent", 4), unpadded, H100)
 
 
 def test_the_families_take_turns_with_cutlass_first_where_compute_bound() -> None:

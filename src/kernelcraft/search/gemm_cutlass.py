@@ -32,15 +32,22 @@ _SCHEDULES = {  # mainloop and epilogue schedules, and how the kernel's comment 
     "cutlass_pingpong": ("cutlass::gemm::KernelTmaWarpSpecializedPingpong", "cutlass::epilogue::TmaWarpSpecialized",
                          "two consumer warpgroups on alternate tiles, one's epilogue hiding under the other's MMAs"),
 }
-# Each tile, cluster and scheduler is an nvcc build of a minute or two (swizzle and splits are
-# arguments): 16 builds per device cover the space, which stays small on purpose.
+# Each tile, cluster and scheduler is an nvcc build of a minute or two (swizzle, raster and splits
+# are arguments): 24 builds per device cover the space, which stays small on purpose.
 # The output tiles each schedule does well with: a cooperative tile is split between two
 # warpgroups by rows (at least 128), a ping-pong tile is one warpgroup's (64 or 128 rows).
 TILES = {"cutlass_cooperative": ((128, 128), (128, 256), (256, 128)),
          "cutlass_pingpong": ((64, 128), (64, 256), (128, 128))}
 STREAMK_TILES = ((128, 128), (128, 256))
-CLUSTERS = ((1, 1), (2, 1))
+# Two programs along M share B's tiles, two along N share A's: cuBLAS's own Hopper kernels use both
+# (benchmarks/cublas_kernels.py), and under sustained load 1x2 was the faster on 7 of 11 long shapes
+# (benchmarks/cutlass_order.py, H100; RESULTS.md, fourteenth session).
+CLUSTERS = ((1, 1), (2, 1), (1, 2))
 SWIZZLES = (1, 4)
+# The order in which a persistent program walks its output tiles, an argument like the swizzle (no
+# build of its own): CUTLASS's heuristic (along M where there are more tiles along N, else along N),
+# or either order forced. cuBLAS's own Hopper kernels come in both orders, picked per shape.
+RASTERS = {"heuristic": 0, "along_m": 1, "along_n": 2}  # CUTLASS's RasterOrderOptions
 # nvcc's flags for the kernel: sm_90a's warpgroup MMAs, the TMA descriptor encoder called directly
 # (CUTLASS otherwise looks it up by name on every call), and CUDA's own half operators, which
 # CUTLASS's half type needs and torch's flags hide.
@@ -49,7 +56,7 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-gen
               "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__"]
 STREAMK_MIN_K = 1024  # K steps enough (16 of 64) for stream-K to hand out in even shares
 _NAMED = re.compile(r"# kernelcraft template GEMM \((cutlass_cooperative|cutlass_pingpong)_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)"
-                    r"_(persistent|streamk)_sw(\d+)(?:_k(\d+))?\)")
+                    r"_(persistent|streamk)_sw(\d+)(?:_r(m|n))?(?:_k(\d+))?\)")
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class CutlassConfig:
     scheduler: str = "persistent"
     swizzle: int = 1
     splits: int = 1
+    raster: str = "heuristic"
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -83,6 +91,8 @@ class CutlassConfig:
             raise TemplateError("swizzle 1, 2, 4 or 8")
         if self.splits < 1 or (self.splits > 1 and self.scheduler != "streamk"):
             raise TemplateError("K is split only by the stream-K scheduler")
+        if self.raster not in RASTERS:
+            raise TemplateError(f"unknown raster {self.raster!r}: use one of {', '.join(RASTERS)}")
 
     @property
     def binary(self) -> str:
@@ -91,7 +101,8 @@ class CutlassConfig:
 
     @property
     def name(self) -> str:
-        return f"{self.binary}_sw{self.swizzle}" + (f"_k{self.splits}" if self.splits > 1 else "")
+        raster = "" if self.raster == "heuristic" else "_r" + self.raster[-1]
+        return f"{self.binary}_sw{self.swizzle}{raster}" + (f"_k{self.splits}" if self.splits > 1 else "")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,8 +117,9 @@ class CutlassConfig:
         m = _NAMED.match(source)
         if m is None:
             return None
-        variant, tm, tn, tk, cm, cn, scheduler, swizzle, splits = m.groups()
-        return cls(int(tm), int(tn), int(tk), int(cm), int(cn), variant, scheduler, int(swizzle), int(splits or 1))
+        variant, tm, tn, tk, cm, cn, scheduler, swizzle, raster, splits = m.groups()
+        return cls(int(tm), int(tn), int(tk), int(cm), int(cn), variant, scheduler, int(swizzle), int(splits or 1),
+                   f"along_{raster}" if raster else "heuristic")
 
 
 def cutlass_include_dirs() -> list[str] | None:
@@ -147,24 +159,34 @@ def render_cutlass(config: CutlassConfig) -> str:
         raise TemplateError(f"variant {config.variant} needs CUTLASS's headers: pip install nvidia-cutlass, "
                             "or set CUTLASS_PATH to a CUTLASS checkout")
     return template("cutlass_gemm.py.j2").render(
-        c=config, name=config.name, summary=SUMMARIES[config.variant], include_dirs=repr(include),
+        c=config, name=config.name, summary=SUMMARIES[config.variant], raster=RASTERS[config.raster], include_dirs=repr(include),
         nvcc_flags=repr(NVCC_FLAGS), cuda_source=render_cuda(config))
 
 
 def cutlass_prior(c: CutlassConfig, shape: Shape, caps: DeviceCaps) -> float:
     """A guess at how fast `c` runs on `shape`, for ordering only: the output tile's fit, whole waves
     of tiles over the SMs (stream-K evens out a partial last wave at the cost of its fix-ups),
-    clusters only with rows of tiles to share loads across, a wide swizzle only with many waves."""
+    clusters only with tiles to share loads with along the cluster (rows of tiles for 2x1, columns for
+    1x2; 2x1 first where both fit), a wide swizzle only with many waves."""
     tiles_m, tiles_n = math.ceil(shape.m / c.tile_m), math.ceil(shape.n / c.tile_n)
     tiles = tiles_m * tiles_n
+    # CUTLASS's schedulers round the tiles along each dimension up to a whole number of swizzle x
+    # cluster groups and hand the padding out as work: 4 rows of tiles with a 2x1 cluster at swizzle
+    # 4 become 8, and the kernel ran at half speed (512x8192x8192: 0.50x of swizzle 1's; cutlass_order.py, H100).
+    padded = _round_up(tiles_m, c.swizzle * c.cluster_m) * _round_up(tiles_n, c.swizzle * c.cluster_n)
     waves = tiles / (math.ceil(tiles / caps.sms) * caps.sms)
     balance = 0.97 if c.scheduler == "streamk" else math.sqrt(waves)
     if c.splits > 1:  # split-K only pays where K is long next to the tiles that fill the SMs
         balance *= 1.0 if tiles * c.splits <= 2 * caps.sms and shape.k // c.splits >= 4 * c.tile_k else 0.8
-    cluster = 1.0 if c.cluster_m == 1 else 1.02 if tiles_m >= 2 and tiles >= caps.sms else 0.95
+    along = tiles_m if c.cluster_m > 1 else tiles_n if c.cluster_n > 1 else 0
+    cluster = 1.0 if not along else 1.02 if along >= 2 and tiles >= caps.sms else 0.95
     swizzle = 1.0 if c.swizzle == (4 if tiles > 2 * caps.sms else 1) else 0.98
     schedule = 1.0 if c.variant == "cutlass_cooperative" or c.tile_m == 64 else 0.99
-    return tile_fit(c.tile_m, c.tile_n, shape, caps) * balance * cluster * swizzle * schedule
+    return tile_fit(c.tile_m, c.tile_n, shape, caps) * balance * cluster * swizzle * schedule * tiles / padded
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
 
 
 def cutlass_space(shape: Shape, caps: DeviceCaps) -> list[CutlassConfig]:
