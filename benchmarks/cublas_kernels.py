@@ -130,7 +130,8 @@ def best_kernels(workspace: Path, run: str | None) -> dict[str, tuple[str, float
         runs = [r.id for r in store.runs("optimize") if r.args["search"]["strategy"] == "template"]
         run_id = run or (runs[-1] if runs else None)
         if run_id not in runs:
-            raise SystemExit(f"error: no template run {run_id or ''} in {workspace}".replace("  ", " "))
+            raise SystemExit(f"error: no template run {run_id} in {workspace}" if run_id else
+                             f"error: no template run in {workspace}")
         device_name = next((v.device_name for v in store.verdicts(run_id=run_id)), "")
         rows, _ = rows_of(store, run_id, device_name)
     return {r.shape: (r.kernel, r.vs_matmul) for r in rows if r.vs_matmul}
