@@ -5,8 +5,8 @@ cuBLAS's Hopper kernels come in two tile orders and both cluster directions, pic
 (raster: CUTLASS's heuristic, along M or along N; swizzle 1, 2, 4 or 8), so one build per kernel
 serves every order. This builds each configuration's candidate once (the nvcc builds side by side),
 checks every order's output against torch.matmul, and times each order's kernel against torch.matmul's
-in one process, interleaved, queued behind the L2 flush so that only device time counts (as the
-`device` clock of benchmarks/gemm_gap.py). Prints, per shape and configuration, torch.matmul's median
+in one process, interleaved, queued behind the L2 flush so that only device time counts
+(benchmarks/device_clock.py, as the `device` clock of gemm_gap.py). Prints, per shape and configuration, torch.matmul's median
 us, the heuristic order's ratio (torch.matmul's time over the kernel's) at swizzle 1 and 4 as the
 search judges it, and the best order's ratio with its name.
 

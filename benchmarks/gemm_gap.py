@@ -19,7 +19,6 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Callable
 
 import torch
 
