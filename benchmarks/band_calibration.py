@@ -1,90 +1,170 @@
 """Is the judge's noise band as wide as the noise? A check on stored verdicts, no device needed.
 
-The template search judges each finalist twice, in separate worker processes: once in the coarse
-stage (a short recipe) and once in the fine stage (the run's recipe). The coarse verdict is thus an
-independent re-measurement of the fine one. A band that describes the noise should hold most
-re-measurements; one that is too narrow calls noise a win. Two bands are compared on every fine
-verdict that has a coarse twin:
-  band       the judge's: the speedup +- the reference's half interquartile range (relative); a win
-             is a verdict the judge calls significant
-  bootstrap  a 95% interval of median(reference)/median(candidate) over the verdict's own paired
-             rounds, resampled (what one process's samples alone would claim); a win lies wholly
-             above 1 + the judge's minimum noise (1.01)
-For each: how often it holds the re-measurement, how many wins it declares, and how many of those the
-re-measurement also found faster than torch.matmul.
+A speedup measured twice, in two worker processes, differs by the noise of both measurements. Two
+kinds of pair are in a workspace:
+  within a run   the template search judges each finalist twice: in the coarse stage (a short
+                 recipe) and in the fine stage (the run's recipe), minutes apart on one machine
+  across runs    the same kernel source judged on the same shape by two runs (fine stages both; a
+                 verdict a run reused from an earlier one is not a second measurement), days apart,
+                 on other machines, often under another judge version (a row of its own keeps the
+                 pairs judged by one version)
+
+For each pair the two log speedups' difference is set against what each verdict's own paired rounds
+say of its error (a bootstrap of the rounds). If that error were all the noise, |z| would stay
+below 1.96 for 95% of the pairs; the part of the difference's variance it leaves unexplained is
+sigma_extra, a noise between processes (or machines) that one measurement cannot see. Next to it:
+how often the judge's band (the speedup +- the reference's half-IQR) holds the other measurement, how
+many wins (significant, above 1.0x) it declares, and how many of those the other measurement also
+found above 1.0x. Across runs, the slope says how a kernel's speedup moves with the host's speed
+(the judge's host probe, the same pure-Python loop in every run): the change of the log speedup per
+doubling of the probe's time, from short shapes, where host time is most of a call.
 
     python benchmarks/band_calibration.py --workspace WS [RUN ...]   # default: every template run
 """
 
 from __future__ import annotations
 
-import random
+import math
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import combinations
 
+import numpy as np
 from stored_runs import template_runs  # a sibling script: benchmarks run as `python benchmarks/X.py`
 
-from kernelcraft.judge import TimingConfig, Verdict
+from kernelcraft.judge import Verdict
 from kernelcraft.store import Store
 
-MIN_WIN = 1.0 + TimingConfig().min_noise  # the judge's smallest speedup that can count
+SHORT_MS = 0.12  # torch.matmul's time below which a call is mostly host time (RESULTS.md, twelfth session)
+RESAMPLES = 300
 
 
 @dataclass
-class BandScore:
-    holds: int = 0  # re-measurements inside the band
-    wins: int = 0  # speedups the band calls wins
-    wins_reproduced: int = 0  # of those, re-measured above 1.0
+class Measured:
+    """One verdict, with its bootstrap error in log speedup."""
 
-    def add(self, lo: float, hi: float, win: bool, again: float) -> None:
-        self.holds += lo <= again <= hi
-        if win:
-            self.wins += 1
-            self.wins_reproduced += again > 1.0
+    run_id: str
+    verdict_id: int
+    v: Verdict
+    log_se: float
 
-
-def bootstrap_interval(v: Verdict, rng: random.Random, resamples: int = 400) -> tuple[float, float]:
-    """95% percentile interval of the speedup, resampling the verdict's paired rounds."""
-    ref, cand = v.reference.samples_ms, v.candidate.samples_ms
-    n = len(ref)
-    ratios = []
-    for _ in range(resamples):
-        idx = [rng.randrange(n) for _ in range(n)]
-        ratios.append(statistics.median(ref[i] for i in idx) / statistics.median(cand[i] for i in idx))
-    ratios.sort()
-    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+    @property
+    def log_speedup(self) -> float:
+        return math.log(self.v.speedup)
 
 
-def calibrate(store: Store, run_id: str, rng: random.Random) -> tuple[int, BandScore, BandScore]:
-    pairs = 0
-    band, boot = BandScore(), BandScore()
-    for rt in store.run_tasks(run_id):
-        attempts = [a for a in store.attempts(run_id, rt.task_key) if a.status == "correct"]
-        coarse = {a.meta.get("name"): a for a in attempts if a.meta.get("stage") != "fine"}
-        for fine in (a for a in attempts if a.meta.get("stage") == "fine"):
-            twin = coarse.get(fine.meta.get("name"))
-            v = store.verdict(fine.verdict_id)
-            if twin is None or twin.verdict_id == fine.verdict_id or v.speedup_band is None:
-                continue
-            again = store.verdict(twin.verdict_id).speedup
-            pairs += 1
-            band.add(*v.speedup_band, v.significant and v.speedup > 1.0, again)
-            lo, hi = bootstrap_interval(v, rng)
-            boot.add(lo, hi, lo > MIN_WIN, again)
-    return pairs, band, boot
+@dataclass
+class PairScore:
+    """Pairs of measurements of one kernel on one shape, scored."""
+
+    diffs: list[float] = field(default_factory=list)  # log speedup differences
+    pair_var: list[float] = field(default_factory=list)  # the two bootstrap variances, summed
+    band_holds: int = 0
+    wins: int = 0
+    wins_reproduced: int = 0
+
+    def add(self, a: Measured, b: Measured) -> None:
+        self.diffs.append(a.log_speedup - b.log_speedup)
+        self.pair_var.append(a.log_se ** 2 + b.log_se ** 2)
+        for this, other in ((a, b), (b, a)):
+            lo, hi = this.v.speedup_band or (this.v.speedup, this.v.speedup)
+            self.band_holds += lo <= other.v.speedup <= hi
+            if this.v.significant and this.v.speedup > 1.0:
+                self.wins += 1
+                self.wins_reproduced += other.v.speedup > 1.0
+
+    def row(self, label: str) -> str:
+        n = len(self.diffs)
+        inside = sum(abs(d) / math.sqrt(s) < 1.96 for d, s in zip(self.diffs, self.pair_var) if s > 0) / n
+        spread = statistics.pstdev(self.diffs)
+        own = math.sqrt(statistics.fmean(self.pair_var))
+        extra = math.sqrt(max(0.0, (spread ** 2 - own ** 2) / 2))
+        return (f"{label:<40} {n:>5} {inside:>8.0%} {spread:>8.2%} {own:>8.2%} {extra:>8.2%}  "
+                f"{self.band_holds / (2 * n):>6.0%} {self.wins:>5} {self.wins_reproduced:>10}")
+
+
+HEADER = (f"{'pairs':<40} {'n':>5} {'|z|<1.96':>8} {'sd diff':>8} {'own err':>8} {'s_extra':>8}  "
+          f"{'band':>6} {'wins':>5} {'reproduced':>10}")
+
+
+def log_se(v: Verdict, rng: np.random.Generator) -> float:
+    """Bootstrap standard error of log(median reference / median candidate) over the paired rounds."""
+    ref, cand = np.asarray(v.reference.samples_ms), np.asarray(v.candidate.samples_ms)
+    idx = rng.integers(0, len(ref), size=(RESAMPLES, len(ref)))
+    return float(np.std(np.log(np.median(ref[idx], axis=1) / np.median(cand[idx], axis=1))))
+
+
+def measured(store: Store, runs: list[str], rng: np.random.Generator) -> tuple[list[tuple[Measured, Measured]], list[Measured]]:
+    """The coarse/fine twins of every run, and every fine verdict (each verdict once)."""
+    twins, fines, seen = [], [], set()
+    for run_id in runs:
+        for rt in store.run_tasks(run_id):
+            attempts = [a for a in store.attempts(run_id, rt.task_key) if a.status == "correct" and a.verdict_id]
+            coarse = {a.meta.get("name"): a for a in attempts if a.meta.get("stage") != "fine"}
+            for fine in (a for a in attempts if a.meta.get("stage") == "fine"):
+                v = store.verdict(fine.verdict_id)
+                if fine.verdict_id in seen or v.speedup_band is None or v.reference is None or v.candidate is None:
+                    continue
+                seen.add(fine.verdict_id)
+                m = Measured(run_id, fine.verdict_id, v, log_se(v, rng))
+                fines.append(m)
+                twin = coarse.get(fine.meta.get("name"))
+                if twin is not None and twin.verdict_id != fine.verdict_id:
+                    t = store.verdict(twin.verdict_id)
+                    if t.reference is not None and t.candidate is not None:
+                        twins.append((m, Measured(run_id, twin.verdict_id, t, log_se(t, rng))))
+    return twins, fines
+
+
+def across_runs(fines: list[Measured]) -> list[tuple[Measured, Measured]]:
+    """Pairs of fine verdicts of one source on one shape from two runs, each a measurement of its own
+    (a reused verdict repeats an earlier one's samples)."""
+    by_kernel: dict[tuple[str, str], list[Measured]] = {}
+    for m in fines:
+        by_kernel.setdefault((m.v.task, m.v.candidate_hash), []).append(m)
+    return [(a, b) for ms in by_kernel.values() for a, b in combinations(ms, 2)
+            if a.run_id != b.run_id and a.v.reference.samples_ms != b.v.reference.samples_ms]
+
+
+def is_short(pair: tuple[Measured, Measured]) -> bool:
+    return max(m.v.reference.median_ms for m in pair) < SHORT_MS
+
+
+def host_slope(pairs: list[tuple[Measured, Measured]]) -> tuple[float, int]:
+    """Least-squares slope of the log speedup difference over log2 of the host probes' ratio."""
+    xs, ys = [], []
+    for a, b in pairs:
+        pa, pb = a.v.reference.probe_ms, b.v.reference.probe_ms
+        if pa and pb:
+            xs.append(math.log2(pa / pb))
+            ys.append(a.log_speedup - b.log_speedup)
+    if len(xs) < 3 or statistics.pvariance(xs) == 0:
+        return float("nan"), len(xs)
+    return statistics.linear_regression(xs, ys).slope, len(xs)
 
 
 def main() -> int:
-    rng = random.Random(0)
+    rng = np.random.default_rng(0)
     with template_runs(__doc__.splitlines()[0]) as (store, runs):
-        print(f"{'run':<24} {'pairs':>5}  {'band holds':>10} {'wins':>5} {'reproduced':>10}  {'CI holds':>8} {'wins':>5} {'reproduced':>10}")
-        for run_id in runs:
-            pairs, band, boot = calibrate(store, run_id, rng)
-            if not pairs:
-                continue
-            print(f"{run_id:<24} {pairs:>5}  {band.holds / pairs:>10.0%} {band.wins:>5} {band.wins_reproduced:>10}  "
-                  f"{boot.holds / pairs:>8.0%} {boot.wins:>5} {boot.wins_reproduced:>10}")
+        twins, fines = measured(store, runs, rng)
+        if not fines:
+            print("error: no fine verdicts in these runs", file=sys.stderr)
+            return 2
+        print(HEADER)
+        other = across_runs(fines)
+        same = [(a, b) for a, b in other if a.v.env.get("judge_version") == b.v.env.get("judge_version")]
+        for label, pairs in (("within a run (coarse, fine)", twins), ("across runs (fine, fine)", other),
+                             ("across runs, one judge version", same)):
+            for size, keep in (("short", True), ("long", False)):
+                chosen = [p for p in pairs if is_short(p) == keep]
+                if chosen:
+                    score = PairScore()
+                    for a, b in chosen:
+                        score.add(a, b)
+                    print(score.row(f"{label}, {size}"))
+        slope, n = host_slope([p for p in other if is_short(p)])
+        print(f"\nacross runs, short shapes: the log speedup moves by {slope:+.3f} per doubling of the host probe ({n} pairs)")
     return 0
 
 
