@@ -45,7 +45,6 @@ class Measured:
     """One verdict, with its bootstrap error in log speedup."""
 
     run_id: str
-    verdict_id: int
     v: Verdict
     log_se: float
 
@@ -103,17 +102,19 @@ def measured(store: Store, runs: list[str], rng: np.random.Generator) -> tuple[l
             attempts = [a for a in store.attempts(run_id, rt.task_key) if a.status == "correct" and a.verdict_id]
             coarse = {a.meta.get("name"): a for a in attempts if a.meta.get("stage") != "fine"}
             for fine in (a for a in attempts if a.meta.get("stage") == "fine"):
-                v = store.verdict(fine.verdict_id)
-                if fine.verdict_id in seen or v.speedup_band is None or v.reference is None or v.candidate is None:
+                if fine.verdict_id in seen:
                     continue
                 seen.add(fine.verdict_id)
-                m = Measured(run_id, fine.verdict_id, v, log_se(v, rng))
+                v = store.verdict(fine.verdict_id)
+                if v.speedup_band is None or v.reference is None or v.candidate is None:
+                    continue
+                m = Measured(run_id, v, log_se(v, rng))
                 fines.append(m)
                 twin = coarse.get(fine.meta.get("name"))
                 if twin is not None and twin.verdict_id != fine.verdict_id:
                     t = store.verdict(twin.verdict_id)
                     if t.reference is not None and t.candidate is not None:
-                        twins.append((m, Measured(run_id, twin.verdict_id, t, log_se(t, rng))))
+                        twins.append((m, Measured(run_id, t, log_se(t, rng))))
     return twins, fines
 
 

@@ -169,7 +169,7 @@ def cutlass_prior(c: CutlassConfig, shape: Shape, caps: DeviceCaps) -> float:
     """A guess at how fast `c` runs on `shape`, for ordering only: the output tile's fit, whole waves
     of tiles over the SMs (stream-K evens out a partial last wave at the cost of its fix-ups),
     clusters only with tiles to share loads with along the cluster (rows of tiles for 2x1, columns for
-    1x2; 2x1 first where both fit), a wide swizzle only with many waves."""
+    1x2), a wide swizzle only with many waves."""
     tiles_m, tiles_n = math.ceil(shape.m / c.tile_m), math.ceil(shape.n / c.tile_n)
     tiles = tiles_m * tiles_n
     # CUTLASS's schedulers round the tiles along each dimension up to a whole number of swizzle x
