@@ -186,7 +186,9 @@ def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Pa
     while time.monotonic() < deadline and proc.poll() is None:
         if db.exists():
             with sqlite3.connect(db) as c:
-                count = c.execute("SELECT count(*) FROM verdicts").fetchone()[0]
+                # the file exists a moment before the store's first migration creates its tables
+                if c.execute("SELECT count(*) FROM sqlite_master WHERE name = 'verdicts'").fetchone()[0]:
+                    count = c.execute("SELECT count(*) FROM verdicts").fetchone()[0]
             if count >= 1:
                 break
         time.sleep(0.5)
