@@ -43,6 +43,31 @@ def test_reopening_does_not_rerun_migrations(tmp_path: Path) -> None:
         assert len(s.verdicts()) == 1
 
 
+def _open_at_the_barrier(workspace: Path, barrier, results) -> None:
+    barrier.wait()
+    try:
+        with Store(workspace) as s:
+            results.put(s.schema_version)
+    except Exception as e:  # the parent reports what went wrong in which process
+        results.put(repr(e))
+
+
+def test_processes_opening_a_new_workspace_at_once_migrate_it_once(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from kernelcraft.store.schema import MIGRATIONS
+
+    ctx = multiprocessing.get_context("fork")
+    for trial in range(5):
+        barrier, results = ctx.Barrier(8), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_the_barrier, args=(tmp_path / str(trial), barrier, results)) for _ in range(8)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=120)
+        assert [results.get(timeout=10) for _ in procs] == [len(MIGRATIONS)] * 8
+
+
 def test_nothing_recorded_is_lost_when_the_process_is_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys, time

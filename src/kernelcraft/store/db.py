@@ -24,6 +24,21 @@ from .skill_tables import SkillTables
 DB_NAME = "kernelcraft.db"
 
 
+def _statements(script: str) -> list[str]:
+    """A migration script as single statements (executescript would commit the migration's transaction)."""
+    out: list[str] = []
+    buf = ""
+    for piece in script.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n\t;"):
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip(" \n\t;"):
+        raise ValueError(f"incomplete SQL statement in a migration: {buf.strip()[:60]}")
+    return out
+
+
 @dataclass(frozen=True)
 class VerdictRow:
     id: int
@@ -161,10 +176,23 @@ class Store(SkillTables):
         self.close()
 
     def _migrate(self) -> None:
+        # Processes opening a new workspace at once: BEGIN IMMEDIATE lets one migrate while the others wait,
+        # and each reads the version inside its own transaction, so no step runs twice.
         with self._lock:
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            for i, script in enumerate(MIGRATIONS[version:], start=version):
-                self._conn.executescript(f"BEGIN; {script}; PRAGMA user_version = {i + 1}; COMMIT;")
+            while True:
+                self._conn.execute("BEGIN IMMEDIATE")
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                if version >= len(MIGRATIONS):
+                    self._conn.execute("COMMIT")
+                    return
+                try:
+                    for statement in _statements(MIGRATIONS[version]):
+                        self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version = {version + 1}")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
 
     def _exec(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
         with self._lock:
