@@ -58,10 +58,24 @@ def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
     (["eval", "notask.py", "cand.py", "--device", "cpu"], "missing Model"),
     (["eval-suite", "examples", "/no/such/solutions", "--device", "cpu"], "no such solutions directory"),
     (["eval", "softmax_rows", "cand.py", "--device", "tpu"], "unknown device"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "-w", "cand.py"], "a file, not a directory"),
+    (["report", "r1", "-w", "badws"], "kernelcraft.db: file is not a database"),
+    (["eval", "softmax_rows", "latin1.py", "--device", "cpu"], "latin1.py: not UTF-8 text"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--config", "bad.toml"], "seeds = 'five': expected an integer"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--atol", "nan"], "atol = nan: expected a finite number"),
+    (["eval-suite", "examples", "adir", "--device", "cpu"], "adir: no solution for any of the"),
+    (["optimize", "softmax_rows", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--device", "cpu", "--out", "cand.py"],
+     "--out cand.py: a file, not a directory"),
+    (["skills", "export", "adir"], "adir: Is a directory"),
 ])
 def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "cand.py").write_text("import torch\n")
     (tmp_path / "notask.py").write_text("import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "badws").mkdir()
+    (tmp_path / "badws" / "kernelcraft.db").write_text("not a database\n")
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\n")
+    (tmp_path / "bad.toml").write_text('seeds = "five"\n')
     assert words in one_line_error(kc(*args, cwd=tmp_path))
 
 

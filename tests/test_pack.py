@@ -199,6 +199,53 @@ def test_a_cuda_pack_does_not_load_without_cuda_even_forced(tmp_path: Path) -> N
         load(root, force=True)
 
 
+TRITON_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _mm(a, b, c, M, N, K, BLOCK: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for i in range(0, tl.cdiv(K, BLOCK)):
+        rk = i * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(a + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        y = tl.load(b + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, y)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        c = torch.empty(a.shape[0], b.shape[1], dtype=torch.float16)
+        _mm[(triton.cdiv(a.shape[0], 32), triton.cdiv(b.shape[1], 32))](a, b, c, a.shape[0], b.shape[1], a.shape[1], BLOCK=32)
+        return c
+'''
+
+
+def test_a_cpu_pack_of_triton_kernels_asks_for_the_interpreter_and_runs_under_it(tmp_path: Path) -> None:
+    import hashlib
+
+    root = tmp_path / "p"
+    (root / "kernels").mkdir(parents=True)
+    e = _entry(64, 64, 64)
+    (root / e.kernel).write_text(TRITON_KERNEL)
+    _manifest([dataclasses.replace(e, sha256=hashlib.sha256(TRITON_KERNEL.encode()).hexdigest())]).write(root)
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        with pytest.raises(PackError, match=r"64x64x64\.py: a Triton kernel on a CPU runs only under Triton's interpreter"):
+            load(root)
+    script = ("import torch, kernelcraft.pack as kp; p = kp.load(__import__('sys').argv[1]); "
+              "a, b = torch.randn(64, 64).half(), torch.randn(64, 64).half(); "
+              "assert p.route(a, b).kind == 'exact'; "
+              "assert torch.allclose(p.matmul(a, b).float(), a.float() @ b.float(), atol=1e-1); print('ok')")
+    run = subprocess.run([sys.executable, "-c", script, str(root)], env={**os.environ, "TRITON_INTERPRET": "1"},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
 def test_missing_kernel_file_is_named_and_falls_back_only_if_asked(tmp_path: Path) -> None:
     root = make_pack(tmp_path / "p", [_entry(64, 64, 64), _entry(128, 128, 128)])
     (root / "kernels" / "64x64x64.py").unlink()

@@ -125,6 +125,8 @@ bf16 = false
     ('model = "m"\ntasks = ["softmax_rows"]\n[judge.timing]\nwarmup = 1\n', "judge: "),
     ('model = "m"\ntasks = ["softmax_rows"\n', "rl.toml: "),
     ('model = "/no/such/model"\ntasks = ["softmax_rows"]\ndevice = "cpu"\n', "no such checkpoint directory"),
+    ('model = "m"\ntasks = ["softmax_rows"]\n[trl]\nstepz = 3\n', "trl.stepz: Extra inputs are not permitted"),
+    ('model = "m"\ntasks = ["softmax_rows"]\n[judge]\nseeds = 0\n', "seeds = 0: expected a finite number above zero"),
 ])
 def test_train_rl_config_mistakes_are_one_line(tmp_path: Path, toml: str | None, message: str) -> None:
     if toml is not None:

@@ -17,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..judge import DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, baseline_kind, describe_device
+from ..judge import (DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, baseline_kind, check_device,
+                     describe_device)
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
 from ..report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
@@ -25,7 +26,7 @@ from ..report import (TaskOutcome, compile_ratio, status_text, summarize_by_leve
 from ..search import (RUN_KIND, BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig,
                       SearchEvent, SkillOptions, TemplateOptions, unsuited)
 from ..skills import SkillError, SkillFileError
-from ..store import Store
+from ..store import Store, StoreError
 from ..tasks import (Task, TaskError, find_solution, hgemm_tasks, is_hgemm_target, load_suite, matmul_shapes, parse_shapes,
                      resolve_task, task_from_module)
 
@@ -47,7 +48,7 @@ DeviceOpt = typer.Option("cuda", "--device", "-d", help="cuda or cpu.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON for machines.")
 SetOpt = typer.Option([], "--set", help="Override a task's module-level size constant, e.g. --set batch_size=16 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Judge options from a TOML file (keys of JudgeConfig).")
-SeedsOpt = typer.Option(None, "--seeds", help="Correctness seeds (default 5).")
+SeedsOpt = typer.Option(None, "--seeds", min=1, help="Correctness seeds (default 5).")
 AtolOpt = typer.Option(None, "--atol", help="Absolute tolerance (default per dtype: fp32 1e-4, fp16/bf16 1e-2).")
 RtolOpt = typer.Option(None, "--rtol", help="Relative tolerance (default per dtype).")
 SampleOpt = typer.Option(None, "--sample", help="hgemm: a stratified sample of N grid shapes (1 to 1000).")
@@ -71,6 +72,13 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
     return sizes
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+
+
 def _config(path: Optional[Path], seeds: Optional[int], atol: Optional[float], rtol: Optional[float]) -> JudgeConfig:
     data: dict[str, Any] = {}
     if path is not None:
@@ -81,7 +89,7 @@ def _config(path: Optional[Path], seeds: Optional[int], atol: Optional[float], r
         else:
             import tomli as tomllib
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(_text(path))
         except tomllib.TOMLDecodeError as e:
             raise UsageError(f"{path}: {e}") from None
     for key, value in (("seeds", seeds), ("atol", atol), ("rtol", rtol)):
@@ -177,7 +185,7 @@ def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a 
               device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt,
               sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
               inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
-              seeds: int = typer.Option(3, "--seeds", help="Seeds per input distribution."),
+              seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per input distribution."),
               baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also record eager and torch.compile times."),
               as_json: bool = JsonOpt) -> None:
     """Flag degenerate tasks (constant, zero or input-independent outputs, nondeterminism, failures)
@@ -280,7 +288,7 @@ def eval_cmd(task: str = typer.Argument(..., help="A task file or a bundled exam
     t = _task(task, device, sets)
     if not candidate.is_file():
         raise UsageError(f"{candidate}: no such candidate file")
-    source = candidate.read_text()
+    source = _text(candidate)
     cfg = _config(config, seeds, atol, rtol)
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir, config=cfg)
@@ -300,7 +308,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                    device: str = DeviceOpt, workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt,
                    sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
                    inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
-                   workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations (default: half the cores, at most 8)."),
+                   workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent evaluations (default: half the cores, at most 8)."),
                    sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, seeds: Optional[int] = SeedsOpt,
                    atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt) -> None:
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate."""
@@ -314,7 +322,10 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
         if p is None:
             missing.append(t)
         else:
-            jobs.append(Job(t, p.read_text(), tag=str(p)))
+            jobs.append(Job(t, _text(p), tag=str(p)))
+    if not jobs:
+        example = f", e.g. {tasks[0].key}.py" if tasks else ""
+        raise UsageError(f"{solutions}: no solution for any of the {len(tasks)} tasks (named by problem{example})")
     rows: list[dict[str, Any]] = [{"task": t.key, "level": t.level, "status": "missing"} for t in missing]
     outcomes = [TaskOutcome(t.key, t.level, False) for t in missing]
     with Store(workspace) as store:
@@ -408,18 +419,19 @@ def _new_optimize_config(target: Optional[str], model: Optional[str], values: di
     try:
         search_config = SearchConfig(**search)
         if model is None and search_config.needs_model:
-            raise UsageError("--model is required: NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME] "
-                             "(--strategy template without --skills on needs none)")
+            hint = "" if search_config.skills.enabled else " (--strategy template without --skills on needs none)"
+            raise UsageError(f"--model is required: NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME]{hint}")
         llm_config = LLMConfig.from_spec(model, **llm) if model is not None else LLMConfig.no_model(**llm)
         return OptimizeConfig(target=target, llm=llm_config, search=search_config, **values)
     except ValueError as e:  # pydantic's ValidationError: say which option, in one line
         first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
         message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's own words
-        raise UsageError(f"bad option {'.'.join(str(x) for x in first['loc'])}: {message}") from None
+        where = ".".join(str(x) for x in first["loc"])
+        raise UsageError(f"bad option {where}: {message}" if where else message) from None
 
 
 def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: dict[str, Any],
-                    search_budget: dict[str, Any]) -> OptimizeConfig:
+                    search_budget: dict[str, Any], out_dir: Optional[Path]) -> OptimizeConfig:
     if target is not None:
         raise UsageError("give either a TARGET or --resume RUN, not both (a resumed run keeps its own target)")
     try:
@@ -429,10 +441,11 @@ def _resumed_config(store: Store, run_id: str, target: Optional[str], budget: di
     if run.kind != RUN_KIND:
         raise UsageError(f"run {run_id} is a {run.kind} run, not an optimize run")
     config = OptimizeConfig.model_validate(run.args)
-    # a larger budget is the usual reason to resume; every other setting stays the run's own
+    # a larger budget is the usual reason to resume, a new --out another; every other setting stays the run's own
     return config.model_copy(update={
         "llm": config.llm.model_copy(update={k: v for k, v in budget.items() if v is not None}),
-        "search": config.search.model_copy(update={k: v for k, v in search_budget.items() if v is not None})})
+        "search": config.search.model_copy(update={k: v for k, v in search_budget.items() if v is not None}),
+        **({"out": str(out_dir)} if out_dir is not None else {})})
 
 
 class _ProgressView:
@@ -528,7 +541,7 @@ def optimize_cmd(
     budget_wall_s: Optional[float] = typer.Option(None, "--budget-wall-s", help="Stop after this many seconds (of this invocation)."),
     prices: list[str] = typer.Option([], "--price", help="MODEL=IN,OUT dollars per million tokens (repeatable; globs)."),
     concurrency: int = typer.Option(_default(LLMConfig, "concurrency"), "--concurrency", help="Model calls in flight."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent judge evaluations (default: half the cores, at most 8)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent judge evaluations (default: half the cores, at most 8)."),
     temperature: float = typer.Option(_default(LLMConfig, "temperature"), "--temperature"),
     max_tokens: int = typer.Option(_default(LLMConfig, "max_tokens"), "--max-tokens", help="Longest reply."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write the best kernels (default: the run's folder)."),
@@ -541,13 +554,15 @@ def optimize_cmd(
     (budget, batch replies pending): resume it with --resume."""
     if skills not in ("on", "off"):
         raise UsageError(f"--skills {skills!r}: use on or off")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: a file, not a directory")
     with Store(workspace) as store:
         budget = {"budget_tokens": budget_tokens, "budget_usd": budget_usd}
         search_budget = {"budget_judge_calls": budget_judge_calls, "budget_wall_s": budget_wall_s}
         if resume is not None:
             if any(v is not None for v in (sample, shapes, from_model)):
                 raise UsageError("a resumed run keeps its own shapes: drop --sample, --shapes and --from-model")
-            config = _resumed_config(store, resume, target, budget, search_budget)
+            config = _resumed_config(store, resume, target, budget, search_budget, out_dir)
         else:
             llm = {**_endpoint_options(base_url, api_key_env, prices), "concurrency": concurrency, "temperature": temperature,
                    "max_tokens": max_tokens, **{k: v for k, v in budget.items() if v is not None}}
@@ -568,6 +583,7 @@ def optimize_cmd(
         reason = unsuited(config.search.strategy, tasks)
         if reason is not None:
             raise UsageError(reason)
+        check_device(config.device)
         client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
         client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
         judge_config = JudgeConfig().with_overrides(config.judge)
@@ -634,8 +650,16 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except (TaskError, TaskRunError, DeviceUnavailable, UsageError, EndpointError, SkillError, SkillFileError) as e:
+    except (TaskError, TaskRunError, DeviceUnavailable, UsageError, EndpointError, SkillError, SkillFileError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        if e.filename is None:  # not about a path the user gave
+            _internal(e, debug)
+        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
+        sys.exit(2)
+    except UnicodeDecodeError as e:
+        print(f"error: a file given is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
@@ -646,8 +670,12 @@ def main() -> None:
             sys.exit(e.exit_code)
         if type(e).__name__ == "Abort":  # click's form of Ctrl-C
             _interrupted()
-        if debug:
-            raise
-        print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)
-        sys.exit(1)
+        _internal(e, debug)
+
+
+def _internal(e: Exception, debug: bool) -> None:
+    if debug:
+        raise e
+    print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)
+    sys.exit(1)
 

@@ -60,6 +60,8 @@ def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by 
     """Write the run's best verified kernel per GEMM shape, a manifest and the loader into a directory."""
     if not (workspace / DB_NAME).is_file():
         raise UsageError(f"{workspace}: no kernelcraft workspace (no {DB_NAME})")
+    if min_speedup != min_speedup or min_speedup < 0:
+        raise UsageError("--min-speedup must be a number, 0 or more")
     with Store(workspace) as store:
         try:
             manifest = build_pack(store, run_id, out_dir, min_speedup=min_speedup, compile_kernels=compile_kernels)
@@ -102,7 +104,7 @@ def pack_bench(pack_dir: Path = DirArg,
     """Time the pack against torch.matmul on its shapes and on others, offline and under server traffic."""
     if scenario not in (*SCENARIOS, "both"):
         raise UsageError(f"--scenario {scenario!r}: expected offline, server or both")
-    if qps <= 0 or iters <= 0:
+    if not qps > 0 or qps == float("inf") or iters <= 0:  # `not >` also catches nan
         raise UsageError("--qps and --iters must be positive")
     extra = [(s.m, s.n, s.k) for s in parse_shapes(shapes)] if shapes is not None else None
     try:

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..judge import JudgeConfig, LocalPool, describe_device
+from ..judge import JudgeConfig, LocalPool, check_device, describe_device
 from ..llm import make_client
 from ..search import Optimizer, Verification
 from ..skills import Skill, SkillFileError, SkillLibrary, read_skill_file
@@ -87,7 +87,9 @@ def skills_add(
     """Add a skill. It is admitted only if regenerating TASK's kernel with it beats regenerating without it
     (1.2x relative and absolute), unless --trusted."""
     skills = read_skill_file(file)
-    if trusted == (task is not None):
+    if trusted and task is not None:
+        raise UsageError("--trusted admits the skill unverified: drop --task (or drop --trusted to verify it on the task)")
+    if not trusted and task is None:
         raise UsageError("give --task TASK (and --model) to verify the skill, or --trusted to admit it unverified")
     with Store(workspace) as store:
         library = SkillLibrary(store)
@@ -126,6 +128,7 @@ def _verify(store: Store, skill: Skill, task: str, model: Optional[str], base_ur
     tasks = _optimize_tasks(config)
     if len(tasks) != 1:
         raise UsageError(f"--task {task}: verification takes one task, this names {len(tasks)}")
+    check_device(config.device)
     client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
     client.check()
     with LocalPool(config.device, cache_dir=store.cache_dir, config=JudgeConfig().with_overrides(config.judge)) as pool:

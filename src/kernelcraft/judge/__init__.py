@@ -8,8 +8,8 @@ Everything here is the parent (trusted) side; `worker` runs in the sandboxed pro
 """
 
 from .config import DEFAULT_TOLERANCE, JudgeConfig, Timeouts, TimingConfig
-from .device import DeviceDescription, describe_device
-from .evaluate import JUDGE_VERSION, DeviceUnavailable, Judge, baseline_kind, source_hash
+from .device import DeviceDescription, DeviceUnavailable, check_device, describe_device
+from .evaluate import JUDGE_VERSION, Judge, baseline_kind, source_hash
 from .normalize import context_hash, normalized_hash, normalized_source
 from .pool import Job, LocalPool, Result
 from .reference import TaskRunError
@@ -20,6 +20,6 @@ from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
 __all__ = [
     "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceDescription", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
     "LocalPool", "Result", "Slowdown", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
-    "TimingStats", "Verdict", "baseline_kind", "check_source", "context_hash", "describe_device", "honest_speedup",
+    "TimingStats", "Verdict", "baseline_kind", "check_device", "check_source", "context_hash", "describe_device", "honest_speedup",
     "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "source_hash",
 ]

@@ -5,6 +5,7 @@ The worker process receives this as JSON, so it stays a plain dataclass (no pyda
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -94,14 +95,16 @@ class JudgeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "JudgeConfig":
+        """The configuration these options describe; a wrong name, type or range is a ValueError naming the option."""
         d = dict(d)
-        timeouts = Timeouts(**d.pop("timeouts", {}))
-        timing = TimingConfig(**d.pop("timing", {}))
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown judge option(s): {', '.join(sorted(unknown))}")
-        return cls(timeouts=timeouts, timing=timing, **d)
+        nested = {"timeouts": Timeouts, "timing": TimingConfig}
+        for name, kind in nested.items():
+            value = d.get(name, {})
+            if not isinstance(value, dict):
+                raise ValueError(f"{name} = {value!r}: expected a table of options")
+            _check(kind, value, f"{name}.")
+        _check(cls, {k: v for k, v in d.items() if k not in nested}, "")
+        return cls(timeouts=Timeouts(**d.pop("timeouts", {})), timing=TimingConfig(**d.pop("timing", {})), **d)
 
     def with_overrides(self, overrides: dict[str, Any]) -> "JudgeConfig":
         """A copy with nested overrides, e.g. {"timeouts": {"correctness": 10}, "seeds": 3}."""
@@ -112,6 +115,33 @@ class JudgeConfig:
             else:
                 d[k] = v
         return JudgeConfig.from_dict(d)
+
+
+# Options that must be above zero; every other number must be zero or more. All must be finite.
+_POSITIVE = {"seeds", "cpu_threads", "memory_limit_gb", "file_size_limit_gb", "min_iters", "max_iters", "target_ms",
+             "trusted_target_ms", "input_sets", "server_qps", "server_max_iters", *(f.name for f in fields(Timeouts))}
+_KINDS = {"int": (int,), "float": (int, float), "bool": (bool,)}
+
+
+def _check(cls: type, d: dict[str, Any], prefix: str) -> None:
+    """Each option of `d` is a field of `cls` with a value of its type and range (TOML gives any type)."""
+    types = {f.name: str(f.type) for f in fields(cls) if str(f.type) not in ("Timeouts", "TimingConfig")}
+    unknown = set(d) - set(types)
+    if unknown:
+        raise ValueError(f"unknown judge option(s): {', '.join(prefix + u for u in sorted(unknown))}")
+    for name, value in d.items():
+        base, _, optional = types[name].partition(" | ")
+        if value is None and optional:
+            continue
+        if base == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"{prefix}{name} = {value!r}: expected true or false")
+            continue
+        if isinstance(value, bool) or not isinstance(value, _KINDS[base]):
+            raise ValueError(f"{prefix}{name} = {value!r}: expected {'an integer' if base == 'int' else 'a number'}")
+        if not math.isfinite(value) or value < 0 or (value == 0 and name in _POSITIVE):
+            bound = "above zero" if name in _POSITIVE else "zero or more"
+            raise ValueError(f"{prefix}{name} = {value!r}: expected a finite number {bound}")
 
 
 __all__ = ["DEFAULT_TOLERANCE", "JudgeConfig", "TimingConfig", "Timeouts"]

@@ -17,6 +17,18 @@ class DeviceDescription:
     memory_gb: int | None = None
 
 
+class DeviceUnavailable(Exception):
+    """The requested device does not exist here; one line for the user."""
+
+
+def check_device(device: str) -> None:
+    """Raise DeviceUnavailable unless `device` is cpu, or cuda on a machine that has a CUDA device."""
+    if device not in ("cpu", "cuda"):
+        raise DeviceUnavailable(f"unknown device {device!r}: use cuda or cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DeviceUnavailable("no CUDA device is available here: use --device cpu, or run on a GPU machine")
+
+
 def describe_device(device: str, index: int = 0) -> DeviceDescription:
     if device == "cuda":
         p = torch.cuda.get_device_properties(index)

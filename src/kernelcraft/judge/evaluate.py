@@ -25,7 +25,7 @@ from ..tasks import Task
 from .ceilings import best_of
 from .compare import compare_outputs
 from .config import JudgeConfig
-from .device import describe_device
+from .device import check_device, describe_device
 from .locks import device_lock
 from .reference import ReferenceData, TaskRunError
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, hold_still
@@ -44,10 +44,6 @@ def baseline_kind(side: str, scenario: str = "offline") -> str:
     with "@server" for the server scenario."""
     kind = _BASELINE_KINDS[side]
     return kind if scenario == "offline" else f"{kind}@{scenario}"
-
-
-class DeviceUnavailable(Exception):
-    """The requested device does not exist here; one line for the user."""
 
 
 def source_hash(source: str) -> str:
@@ -86,10 +82,7 @@ class Judge:
     def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
                  device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 8 << 30,
                  spare_workers: int = 0) -> None:
-        if device not in ("cpu", "cuda"):
-            raise DeviceUnavailable(f"unknown device {device!r}: use cuda or cpu")
-        if device == "cuda" and not torch.cuda.is_available():
-            raise DeviceUnavailable("no CUDA device is available here: use --device cpu, or run on a GPU machine")
+        check_device(device)
         self.device = device
         self.device_index = device_index
         self.cache_dir = Path(cache_dir)

@@ -62,6 +62,8 @@ class LLMConfig(BaseModel):
         """`--model` as a user writes it: `NAME` (OpenAI-compatible), `anthropic:NAME`,
         `replay:PATH` or `batch:DIR[:NAME]`."""
         provider, _, rest = spec.partition(":")
+        if not spec.strip() or (provider in ("anthropic", "openai", "replay", "batch") and not rest.strip()):
+            raise ValueError(f"--model {spec!r}: expected NAME, anthropic:NAME, replay:FILE or batch:DIR[:NAME]")
         if provider in ("anthropic", "openai") and rest:
             return cls(model=rest, provider=provider, **overrides)  # type: ignore[arg-type]
         if provider in ("replay", "batch") and rest:

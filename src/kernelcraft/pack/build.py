@@ -183,7 +183,7 @@ def _compile(out_dir: Path, entries: list[PackEntry], device: str) -> list[PackE
             raise PackError("--compile builds the kernels on the pack's device, and this machine has no CUDA device")
         with recording(out_dir, found):
             for e in entries:
-                import_kernel(out_dir / e.kernel, e)
+                import_kernel(out_dir / e.kernel, e, device)
     except PackError:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise

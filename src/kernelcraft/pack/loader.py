@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import platform
 import sys
 from collections.abc import Callable
@@ -127,9 +128,14 @@ def _check_environment(manifest: PackManifest, force: bool) -> None:
                             "(force to load it anyway)")
 
 
-def import_kernel(path: Path, entry: PackEntry) -> torch.nn.Module:
-    """Import a kernel file as a module of its own and construct its ModelNew once."""
+def import_kernel(path: Path, entry: PackEntry, device: str) -> torch.nn.Module:
+    """Import a kernel file as a module of its own and construct its ModelNew once (on `device`'s terms)."""
     name = f"kcpack_kernel_{entry.name}_{entry.sha256[:12]}"
+    # Only Triton's interpreter runs a Triton kernel on a CPU, and it must be on before triton is first imported
+    # (triton's own library functions are compiled or interpreted from then on), as in the judge's CPU workers.
+    if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1" and "triton.jit" in path.read_text():
+        raise PackError(f"{path}: a Triton kernel on a CPU runs only under Triton's interpreter: "
+                        "start Python with TRITON_INTERPRET=1")
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -242,5 +248,5 @@ def load(path: str | Path, *, force: bool = False, fallback: bool = False) -> Ke
             if e.kernel in missing:
                 continue
             _check_unchanged(root / e.kernel, e.sha256, "kernel")
-            models[e.shape] = import_kernel(root / e.kernel, e)
+            models[e.shape] = import_kernel(root / e.kernel, e, manifest.device)
     return KernelPack(root, manifest, models, missing)

@@ -2,7 +2,7 @@
 search attempts and state, and the skill library."""
 
 from .skill_tables import SkillCandidateRow, SnapshotRow
-from .db import DB_NAME, AttemptRow, Baseline, LLMCallRow, RunRow, RunTaskRow, Store, VerdictRow
+from .db import DB_NAME, AttemptRow, Baseline, LLMCallRow, RunRow, RunTaskRow, Store, StoreError, VerdictRow
 
 __all__ = ["DB_NAME", "AttemptRow", "Baseline", "LLMCallRow", "RunRow", "RunTaskRow", "SkillCandidateRow", "SnapshotRow", "Store",
-           "VerdictRow"]
+           "StoreError", "VerdictRow"]

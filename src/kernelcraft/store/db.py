@@ -24,6 +24,10 @@ from .skill_tables import SkillTables
 DB_NAME = "kernelcraft.db"
 
 
+class StoreError(Exception):
+    """The workspace cannot be opened: not a directory, not writable, or its database is not kernelcraft's."""
+
+
 def _statements(script: str) -> list[str]:
     """A migration script as single statements (executescript would commit the migration's transaction)."""
     out: list[str] = []
@@ -152,15 +156,22 @@ class Store(SkillTables):
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = Path(workspace).resolve()  # workers run in their own directories
-        self.workspace.mkdir(parents=True, exist_ok=True)
         self.path = self.workspace / DB_NAME
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.row_factory = sqlite3.Row
         self._lock = threading.Lock()
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        if self.workspace.exists() and not self.workspace.is_dir():
+            raise StoreError(f"workspace {self.workspace}: a file, not a directory")
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except OSError as e:
+            raise StoreError(f"workspace {self.workspace}: {e.strerror or e}") from None
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"workspace {self.workspace}: {self.path.name}: {e}") from None
 
     @property
     def cache_dir(self) -> Path:

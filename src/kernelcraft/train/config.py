@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..judge import JudgeConfig
 from ..skills import AdmissionPolicy
@@ -45,7 +45,11 @@ class RLConfigError(Exception):
     """A config file that cannot be used; printed as one line."""
 
 
-class EnvSkillOptions(BaseModel):
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt key in a TOML file is an error, not a silent default
+
+
+class EnvSkillOptions(_Strict):
     """Skills in the environment: the selector sees what BM25 recalls, the summarizer's first draft is
     verified by regenerating the kernel with it."""
 
@@ -56,7 +60,7 @@ class EnvSkillOptions(BaseModel):
     policy: AdmissionPolicy = Field(default_factory=AdmissionPolicy)  # also the summarizer's trigger
 
 
-class EnvConfig(BaseModel):
+class EnvConfig(_Strict):
     """One episode: up to `max_turns` coder turns, with a selector turn before them when skills are given
     and a summarizer turn after them when the trajectory improved enough."""
 
@@ -70,7 +74,7 @@ class EnvConfig(BaseModel):
     reward: RewardConfig = Field(default_factory=RewardConfig)
 
 
-class TRLOptions(BaseModel):
+class TRLOptions(_Strict):
     """GRPO through TRL's GRPOTrainer. Any other GRPOConfig field goes in `extra`."""
 
     steps: int = Field(100, ge=1)
@@ -96,7 +100,7 @@ class TRLOptions(BaseModel):
         return self
 
 
-class VerlOptions(BaseModel):
+class VerlOptions(_Strict):
     """What `kernelcraft train rl --engine verl` writes into verl's launch command (docs/training.md)."""
 
     nnodes: int = Field(1, ge=1)
@@ -115,7 +119,7 @@ class VerlOptions(BaseModel):
     overrides: list[str] = Field(default_factory=list)  # more hydra overrides, e.g. "trainer.save_freq=10"
 
 
-class RLConfig(BaseModel):
+class RLConfig(_Strict):
     """Everything `kernelcraft train rl` needs."""
 
     model: str  # a local checkpoint directory or a hub name, loaded by the engine's own code
