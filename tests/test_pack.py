@@ -293,6 +293,14 @@ def test_not_a_pack(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text('{"format": 99}')
     with pytest.raises(PackError, match="format 99"):
         load(tmp_path)
+    good = make_pack(tmp_path / "p", [_entry(64, 64, 64)])
+    manifest = json.loads((good / "manifest.json").read_text())
+    for key, value, words in (("m", "sixtyfour", "m = 'sixtyfour': expected an integer"),
+                              ("m", -64, r"shape \(-64, 64, 64\): dimensions must be positive"),
+                              ("kernel_ms", "fast", "kernel_ms = 'fast': expected a number")):
+        (good / "manifest.json").write_text(json.dumps({**manifest, "entries": [{**manifest["entries"][0], key: value}]}))
+        with pytest.raises(PackError, match=words):
+            load(good)
 
 
 def test_loader_imports_only_the_standard_library_torch_and_triton() -> None:

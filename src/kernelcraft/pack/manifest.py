@@ -106,6 +106,9 @@ def read_manifest(directory: str | Path) -> PackManifest:
             raise PackError(f"{path}: pack format {data['format']}, this kernelcraft reads format {FORMAT} and older")
         entries = [PackEntry(**_known(PackEntry, e)) for e in data["entries"]]
         extensions = [PackExtension(**_known(PackExtension, e)) for e in data.get("extensions", [])]
+        bad = next((e for e in entries if min(e.shape) <= 0), None)
+        if bad is not None:
+            raise ValueError(f"shape {bad.shape}: dimensions must be positive")
         return PackManifest(**{**_known(PackManifest, data), "entries": entries, "extensions": extensions})
     except PackError:
         raise
@@ -113,7 +116,18 @@ def read_manifest(directory: str | Path) -> PackManifest:
         raise PackError(f"{path}: unreadable manifest ({type(e).__name__}: {e})") from None
 
 
+_SCALARS = {"int": (int,), "float": (int, float), "str": (str,)}
+
+
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The keys of `data` that `cls` has as fields: a later format's extra keys are ignored."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+    """The keys of `data` that `cls` has as fields (a later format's extra keys are ignored), each scalar
+    checked against its field's type: a hand-edited manifest fails here, not in the middle of a call."""
+    types = {f.name: str(f.type) for f in fields(cls)}
+    known = {k: v for k, v in data.items() if k in types}
+    for name, value in known.items():
+        base, _, optional = types[name].partition(" | ")
+        if (value is None and optional) or base not in _SCALARS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, _SCALARS[base]):
+            raise ValueError(f"{name} = {value!r}: expected {'a number' if base == 'float' else 'an integer' if base == 'int' else 'text'}")
+    return known
