@@ -67,6 +67,7 @@ def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
     (["optimize", "softmax_rows", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--device", "cpu", "--out", "cand.py"],
      "--out cand.py: a file, not a directory"),
     (["skills", "export", "adir"], "adir: Is a directory"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--set", "Model=3"], "--set Model: not a module-level constant"),
 ])
 def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "cand.py").write_text("import torch\n")

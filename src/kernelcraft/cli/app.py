@@ -102,7 +102,16 @@ def _config(path: Optional[Path], seeds: Optional[int], atol: Optional[float], r
 
 
 def _task(spec: str, device: str, sets: list[str]) -> Task:
-    return resolve_task(spec).with_sizes(device, _parse_sets(sets))
+    task, sizes = resolve_task(spec), _parse_sets(sets)
+    body = ast.parse(task.source).body
+    constants = {n.id for node in body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                 for n in ast.walk(t) if isinstance(n, ast.Name)}
+    unknown = sorted(set(sizes) - constants)
+    if unknown:
+        raise UsageError(f"--set {unknown[0]}: not a module-level constant of {task.key} "
+                         f"(its constants: {', '.join(sorted(constants)) or 'none'})")
+    return task.with_sizes(device, sizes)
 
 
 def _shape_selection(target: str, sets: list[str], sample: Optional[int], shapes: Optional[str], from_model: Optional[str],
