@@ -212,7 +212,7 @@ def test_tasks_list_takes_shapes_samples_and_models(tmp_path: Path, model_file: 
     (["tasks", "list", "hgemm", "--from-model", "net.py:Net"], "--from-model needs --inputs"),
     (["tasks", "list", "hgemm", "--inputs", "net.py:example_inputs"], "go with --from-model"),
     (["baseline", "hgemm", "--shapes", "64x64x64", "--set", "M=8", "--device", "cpu"], "--set does not apply to hgemm"),
-    (["optimize", "--resume", "x", "--sample", "4"], "a resumed run keeps its own shapes"),
+    (["optimize", "--resume", "x", "--sample", "4"], "a resumed run keeps its own settings: drop --sample"),
 ])
 def test_shape_option_mistakes_are_one_line(tmp_path: Path, args: list[str], words: str) -> None:
     assert words in one_line_error(kc(*args, cwd=tmp_path))

@@ -503,8 +503,14 @@ def _print_optimize(result: RunResult, report: Path) -> None:
     out.print(f"best kernels: {result.out_dir}\nreport: {report}", highlight=False)
 
 
+# What `optimize --resume` may be given; every other setting is the run's own (a TARGET has its own message).
+_RESUME_OPTIONS = {"target", "resume", "budget_tokens", "budget_usd", "budget_judge_calls", "budget_wall_s", "out_dir", "workspace",
+                   "as_json"}
+
+
 @app.command("optimize")
 def optimize_cmd(
+    ctx: typer.Context,
     target: Optional[str] = typer.Argument(None, help="A task file, a suite directory or KernelBench tree, 'examples', "
                                                       "'hgemm', or your own module as path/model.py:ClassName (with --inputs)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="NAME (OpenAI-compatible endpoint), anthropic:NAME, "
@@ -569,8 +575,11 @@ def optimize_cmd(
         budget = {"budget_tokens": budget_tokens, "budget_usd": budget_usd}
         search_budget = {"budget_judge_calls": budget_judge_calls, "budget_wall_s": budget_wall_s}
         if resume is not None:
-            if any(v is not None for v in (sample, shapes, from_model)):
-                raise UsageError("a resumed run keeps its own shapes: drop --sample, --shapes and --from-model")
+            # by the enum's name: typer ships its own copy of click
+            given = [p.opts[0] for p in ctx.command.params if p.name not in _RESUME_OPTIONS
+                     and getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
+            if given:
+                raise UsageError(f"a resumed run keeps its own settings: drop {', '.join(given)} (it takes budgets and --out)")
             config = _resumed_config(store, resume, target, budget, search_budget, out_dir)
         else:
             llm = {**_endpoint_options(base_url, api_key_env, prices), "concurrency": concurrency, "temperature": temperature,
