@@ -27,8 +27,8 @@ from ..search import (RUN_KIND, BranchOptions, ContrastiveOptions, EvolveOptions
                       SearchEvent, SkillOptions, TemplateOptions, unsuited)
 from ..skills import SkillError, SkillFileError
 from ..store import Store, StoreError
-from ..tasks import (Task, TaskError, find_solution, hgemm_tasks, is_hgemm_target, load_suite, matmul_shapes, parse_shapes,
-                     resolve_task, task_from_module)
+from ..tasks import (Task, TaskError, find_solution, hgemm_tasks, is_hgemm_target, load_suite, matmul_shapes, module_constants,
+                     parse_shapes, resolve_task, task_from_module)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and vet tasks.")
@@ -103,10 +103,7 @@ def _config(path: Optional[Path], seeds: Optional[int], atol: Optional[float], r
 
 def _task(spec: str, device: str, sets: list[str]) -> Task:
     task, sizes = resolve_task(spec), _parse_sets(sets)
-    body = ast.parse(task.source).body
-    constants = {n.id for node in body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                 for n in ast.walk(t) if isinstance(n, ast.Name)}
+    constants = module_constants(task.source)
     unknown = sorted(set(sizes) - constants)
     if unknown:
         raise UsageError(f"--set {unknown[0]}: not a module-level constant of {task.key} "

@@ -20,6 +20,7 @@ from .loader import (
     find_solution,
     load_suite,
     load_task_file,
+    module_constants,
     resolve_task,
     task_from_source,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "is_hgemm_target",
     "load_suite",
     "load_task_file",
+    "module_constants",
     "matmul_shapes",
     "parse_shapes",
     "resolve_task",

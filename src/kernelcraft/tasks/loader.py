@@ -59,6 +59,13 @@ def check_task_source(source: str, where: str) -> ast.Module:
     return tree
 
 
+def module_constants(source: str) -> set[str]:
+    """The names a task's module assigns at top level: the constants `--set` may override."""
+    return {n.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
 def task_from_source(source: str, key: str, *, path: Path | None = None, suite: str = "",
                      level: int | None = None) -> Task:
     """Build a `Task` from source text (checked, not executed)."""
