@@ -22,6 +22,7 @@ from .schema import MIGRATIONS
 from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
+_BUSY_TIMEOUT_S = 30  # how long a connection waits for another's write lock
 
 
 class StoreError(Exception):
@@ -162,9 +163,9 @@ class Store(SkillTables):
             raise StoreError(f"workspace {self.workspace}: a file, not a directory")
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._wal()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -185,6 +186,19 @@ class Store(SkillTables):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def _wal(self) -> None:
+        # Switching a new database to WAL needs it alone, and SQLite answers "locked" at once instead of
+        # waiting when other processes open it at the same moment: retry for as long as the busy timeout.
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def _migrate(self) -> None:
         # Processes opening a new workspace at once: BEGIN IMMEDIATE lets one migrate while the others wait,
