@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -60,7 +61,7 @@ def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by 
     """Write the run's best verified kernel per GEMM shape, a manifest and the loader into a directory."""
     if not (workspace / DB_NAME).is_file():
         raise UsageError(f"{workspace}: no kernelcraft workspace (no {DB_NAME})")
-    if min_speedup != min_speedup or min_speedup < 0:
+    if not (math.isfinite(min_speedup) and min_speedup >= 0):
         raise UsageError("--min-speedup must be a number, 0 or more")
     with Store(workspace) as store:
         try:
@@ -104,7 +105,7 @@ def pack_bench(pack_dir: Path = DirArg,
     """Time the pack against torch.matmul on its shapes and on others, offline and under server traffic."""
     if scenario not in (*SCENARIOS, "both"):
         raise UsageError(f"--scenario {scenario!r}: expected offline, server or both")
-    if not qps > 0 or qps == float("inf") or iters <= 0:  # `not >` also catches nan
+    if not (math.isfinite(qps) and qps > 0) or iters <= 0:
         raise UsageError("--qps and --iters must be positive")
     extra = [(s.m, s.n, s.k) for s in parse_shapes(shapes)] if shapes is not None else None
     try:
