@@ -46,14 +46,48 @@ def run_naive(jobs, out_dir: Path) -> tuple[float, list]:
     return time.perf_counter() - t0, json.loads(res_file.read_text())
 
 
+def hang_stall(args: argparse.Namespace) -> None:
+    """A pool of `--workers` judging the honest candidates next to one that hangs in its kernel: how long
+    the hung one held the device (its correctness command, killed at the timeout the reference's time
+    gives it) and how long the others waited for the device lock, against the stage timeout it had before."""
+    from kernelcraft.judge import JudgeConfig
+    from kernelcraft.tasks import resolve_task
+    jobs = [Job(j.task, j.source, tag=j.label) for j in throughput_jobs()]
+    hung = Job(resolve_task("leaky_relu_clamp"), (Path(__file__).parent / "candidates" / "hang_cuda.py").read_text(), tag="hung")
+    cache = Path(tempfile.mkdtemp(prefix="kc-bench-cache-"))
+    t0 = time.perf_counter()
+    with LocalPool(args.device, cache_dir=cache, workers=args.workers) as pool:
+        results = {r.job.tag: r for r in pool.map([hung] + jobs)}
+    wall = time.perf_counter() - t0
+    v = results["hung"].verdict
+    held = v.stage("correctness").seconds if v and v.stage("correctness") else None
+    waits = [r.verdict.stage("timing").details.get("lock_wait_s", 0.0) for tag, r in results.items()
+             if tag != "hung" and r.verdict and r.verdict.stage("timing")]
+    ok = sum(1 for tag, r in results.items() if tag != "hung" and r.verdict and r.verdict.correct)
+    row = {"hung_status": v.status.value if v else None, "hung_message": v.message if v else results["hung"].error,
+           "hung_held_device_s": held, "others_correct": ok, "others": len(jobs), "others_max_lock_wait_s": max(waits, default=None),
+           "wall_s": wall, "stage_timeout_before_s": JudgeConfig().timeouts.correctness,
+           "device_name": v.env.get("device_name") if v else None}
+    (args.out / "hang_stall.json").write_text(json.dumps(row, indent=1))
+    print(f"\none hung candidate among {len(jobs)} honest ones, {args.workers} workers, on {row['device_name']}:")
+    print(f"hung candidate: {row['hung_status']} after holding the device {held:.1f} s (the stage timeout was "
+          f"{row['stage_timeout_before_s']:.0f} s); {ok}/{len(jobs)} others correct; longest wait of another for the "
+          f"device lock {row['others_max_lock_wait_s']:.1f} s; pool wall {wall:.0f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--hang", action="store_true", help="Only the stall one hung candidate causes the pool: the honest "
+                                                          "candidates and one whose kernel never returns, together.")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.hang:
+        hang_stall(args)
+        return
     jobs = throughput_jobs()
     naive_s, naive = (None, []) if args.skip_naive else run_naive(jobs, args.out)
     pool_s, results = run_pool(jobs, args.device, args.workers)

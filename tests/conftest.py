@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(os.environ.get("KERNELCRAFT_KB_SAMPLE", ROOT.parent / "shared" / "kernelbench-sample"))
 CANDIDATES = ROOT / "examples" / "candidates"
 
+# eval-suite and optimize would time torch.compile for every correct task (10-30 s each on a CPU): the commands
+# under test skip it unless a test asks with --baselines.
+os.environ.setdefault("KERNELCRAFT_BASELINES", "0")
+
 # Short timing: tests check verdicts, benchmarks check numbers.
 FAST = JudgeConfig().with_overrides({
     "timing": {"warmup_ms": 5.0, "min_iters": 5, "max_iters": 40, "target_ms": 60.0},

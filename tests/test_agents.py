@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import jinja2
 import pytest
 
-from kernelcraft.agents import Coder, ParseFailure, extract_candidate, render
+from kernelcraft.agents import Coder, ParseFailure, Truncated, extract_candidate, render
 from kernelcraft.judge import DeviceDescription, Flag, Status, TimingStats, Verdict
 from kernelcraft.llm import LLMConfig, make_client
 from kernelcraft.tasks import resolve_task
@@ -73,3 +75,26 @@ def test_propose_asks_the_model_and_parses_its_answer() -> None:
         second = coder.propose(messages, task="examples/softmax_rows", sample=1)
     assert first.candidate == MODEL and isinstance(second.candidate, ParseFailure)
     assert srv.requests[0]["messages"][0]["role"] == "system" and "load_inline" in srv.requests[0]["messages"][0]["content"]
+
+
+def test_a_reply_cut_at_the_limit_is_truncated_unless_a_whole_block_came_before_the_cut() -> None:
+    out = extract_candidate(f"Sure!\n```python\n{MODEL}", cut_at=4096)  # cut inside its only block
+    assert isinstance(out, Truncated) and out.max_tokens == 4096 and "cut at the 4096-token limit" in out.message
+    assert extract_candidate(f"```python\n{MODEL}```\nNow, line by line: the fir", cut_at=4096) == MODEL
+    text = Coder.feedback(out).content
+    assert "cut off at the 4096-token limit" in text and "shorter" in text and "complete" in text and "```python" in text
+
+
+def test_propose_knows_a_reply_cut_at_the_limit() -> None:
+    cut = {"id": "c", "object": "chat.completion", "created": 0, "model": "fake-coder", "usage": {
+        "prompt_tokens": 9, "completion_tokens": 777}, "choices": [{"index": 0, "finish_reason": "length", "message": {
+            "role": "assistant", "content": f"```python\n{MODEL[:40]}"}}]}
+    with FakeOpenAI() as srv:
+        srv.script = [Step(raw=json.dumps(cut))]
+        coder = Coder(make_client(LLMConfig(model="fake-coder", base_url=srv.url, max_tokens=777)), "cuda",
+                      DeviceDescription("cpu", "x86_64"))
+        proposal = coder.propose(coder.opening(resolve_task("softmax_rows"), 1e-4, 1e-4), task="examples/softmax_rows")
+    assert proposal.reply.truncated and proposal.candidate == Truncated(
+        "the reply was cut at the 777-token limit before its code was complete", 777)
+    assert srv.requests[0]["max_tokens"] == 777
+

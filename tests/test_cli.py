@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,8 @@ def test_vet_passes_fair_tasks_and_records_baselines(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     (row,) = json.loads(p.stdout)
     assert row["degenerate"] is False and row["findings"] == []
-    assert row["baseline_ms"]["eager"] > 0 and row["baseline_ms"]["compile"] > 0
+    assert all(row["baseline_ms"][kind] > 0 for kind in ("eager", "eager_default", "compile_default"))
+    assert "compile" not in row["baseline_ms"]  # the legacy kind (torch.compile under strict precision) is no more recorded
 
 
 def test_vet_flags_nondeterministic_references(tmp_path: Path) -> None:
@@ -157,9 +159,49 @@ def test_eval_suite_reports_fast_p_per_level(tmp_path: Path, cache_dir: Path) ->
     status = {r["task"]: r["status"] for r in out["results"]}
     assert status == {"level1/1_leaky_relu_clamp": "correct", "level1/2_rms_norm": "missing"}
     (summary,) = out["summary"]
-    assert summary["total"] == 2 and summary["correct"] == 1
-    p = kc("eval-suite", "suite", "solutions", "--device", "cpu", "--config", "fast.toml", cwd=tmp_path, cache=cache_dir)
-    assert "fast_1" in p.stdout and "level 1" in p.stdout
+    assert summary["total"] == 2 and summary["judged"] == 2 and summary["correct"] == 1 and summary["not_judged"] == {}
+    assert [b["label"] for b in summary["baselines"]] == ["eager (strict)"]  # no other baseline timed (conftest)
+    # baselines recorded for the correct task's device (as `baseline` would): the summary is given against each, and
+    # --baselines finds nothing missing to time
+    db = tmp_path / "ws" / "kernelcraft.db"
+    with sqlite3.connect(db) as c:
+        (device_name,) = c.execute("SELECT device_name FROM verdicts WHERE task_key='level1/1_leaky_relu_clamp'").fetchone()
+        for kind, ms in (("eager", 2.0), ("eager_default", 1.6), ("compile_default", 0.5)):
+            c.execute("INSERT INTO baselines (task_key, device, device_name, kind, median_ms, q1_ms, q3_ms, torch_version, "
+                      "created_at) VALUES ('level1/1_leaky_relu_clamp', 'cpu', ?, ?, ?, ?, ?, '', 0)", (device_name, kind, ms, ms, ms))
+    p = kc("eval-suite", "suite", "solutions", "--device", "cpu", "--config", "fast.toml", "--baselines", cwd=tmp_path,
+           cache=cache_dir)
+    assert p.returncode == 0, p.stderr
+    for text in ("fast_1", "level 1", "eager (strict)", "eager (PyTorch defaults)", "torch.compile (PyTorch defaults)"):
+        assert text in p.stdout, text
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM baselines").fetchone()[0] == 3
+
+
+def test_the_optimize_summary_gives_each_baseline_and_the_tasks_not_judged(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelcraft.cli.app import _print_optimize
+    from kernelcraft.judge import TimingStats
+    from kernelcraft.llm import Spend
+    from kernelcraft.report import load_run
+    from kernelcraft.search import RunResult, TaskResult, best_attempt
+    from kernelcraft.store import Store
+    from kernelcraft.tasks import resolve_task
+
+    from .test_report_html import DISK_FULL, GELU, SOFTMAX, TRAJECTORY, build_run
+
+    with Store(tmp_path) as store:
+        for kind, ms in (("eager", 2.0), ("compile_default", 1.0)):
+            store.record_baseline(SOFTMAX, "cpu", "cpu0", kind, TimingStats.of([ms]), "2.13")
+        run_id = build_run(store, TRAJECTORY, judge_failed={GELU: 1})
+        run = load_run(store, run_id)
+        results = [TaskResult(resolve_task(t.key), best_attempt(store.attempts(run_id, t.key)), None, len(t.attempts), True)
+                   for t in run.tasks]
+    _print_optimize(RunResult(run_id, results, None, Spend(), tmp_path), tmp_path / "report.html", run)
+    text = capsys.readouterr().out
+    for line in (f"not judged ({DISK_FULL})", "eager (strict)", "torch.compile (PyTorch defaults)",
+                 f"not judged: 1 ({DISK_FULL})", f"evaluations not judged: 1 ({DISK_FULL})"):
+        assert line in text, line
 
 
 def _workers_under(path: Path) -> list[int]:

@@ -102,8 +102,8 @@ class _ScaledTrustedTime(Judge):
 
     trusted_scale = 1.0
 
-    def reference_future(self, task):
-        measured, scaled = super().reference_future(task), Future()
+    def reference_future(self, task, budgeted=True):
+        measured, scaled = super().reference_future(task, budgeted), Future()
 
         def swap(_: Future) -> None:
             ref, trusted = measured.result(), Future()
@@ -139,8 +139,9 @@ class _BusyOnce(Judge):
 
     measurements = 0
 
-    def _time(self, w, v, cfg, earlier_s):
-        super()._time(w, v, cfg, earlier_s)
+    def _time(self, *args):
+        super()._time(*args)
+        v = args[1]
         self.measurements += 1
         if self.measurements == 1:
             v.reference = TimingStats.of([s * 10 for s in v.reference.samples_ms])
@@ -175,8 +176,8 @@ class _StableLargeWin(Judge):
 
     measured = 0
 
-    def _measure(self, w, v, cmd, timeout):
-        a, ref_t, cand_t = super()._measure(w, v, cmd, timeout)
+    def _measure(self, *args):
+        a, ref_t, cand_t = super()._measure(*args)
         self.measured += 1
         return a, ref_t, TimingStats.of([s / 4 for s in cand_t.samples_ms])
 
@@ -199,8 +200,8 @@ class _ScatteredOnce(Judge):
     measurements = 0
     first_spread = 0.0
 
-    def _measure(self, w, v, cmd, timeout):
-        a, ref_t, cand_t = super()._measure(w, v, cmd, timeout)
+    def _measure(self, *args):
+        a, ref_t, cand_t = super()._measure(*args)
         self.measurements += 1
         if self.measurements == 1:
             ref_t = TimingStats.of([s * (10 if i % 2 else 1) for i, s in enumerate(ref_t.samples_ms)])

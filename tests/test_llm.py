@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelcraft.llm import (BudgetExceeded, CallRecord, DirectoryCache, EndpointError, LLMClient, LLMConfig, LLMError,
-                             Message, Price, make_backend, make_client)
+from kernelcraft.llm import (DEFAULT_MAX_TOKENS, BudgetExceeded, CallRecord, DirectoryCache, EndpointError, LLMClient, LLMConfig,
+                             LLMError, Message, Price, make_backend, make_client)
+from kernelcraft.store import Store
 
 from .fake_openai import FakeOpenAI, Step
 
@@ -138,3 +139,34 @@ def test_model_specs_and_price_patterns() -> None:
     assert cfg.price("deepseek-r1").input == 1 and cfg.price("deepseek-v3").input == 0.3 and cfg.price("other") is None
     with pytest.raises(ValueError, match="unknown provider"):
         LLMConfig(model="m", provider="carrier-pigeon")
+
+
+def test_the_longest_reply_fits_the_model() -> None:
+    assert DEFAULT_MAX_TOKENS == 32768 and LLMConfig(model="qwen3-coder").reply_limit() == 32768
+    assert LLMConfig(model="gpt-4o-mini").reply_limit() == 16384  # the provider's documented maximum
+    assert LLMConfig(model="openrouter/claude-opus-4-1").reply_limit() == 32000
+    per_model = LLMConfig(model="qwen3-coder", max_tokens_per_model={"qwen3-*": 65536, "gpt-4o*": 4000})
+    assert per_model.reply_limit() == 65536
+    assert LLMConfig(model="gpt-4o", max_tokens=1000, max_tokens_per_model={"gpt-4o*": 4000}).reply_limit() == 1000
+    assert make_client(LLMConfig.from_spec("replay:/nonexistent")).request(HELLO).sampling.max_tokens == 32768
+    with pytest.raises(ValueError, match="at least 1 token: m=0"):
+        LLMConfig(model="m", max_tokens_per_model={"m": 0})
+
+
+def test_reasoning_comes_apart_from_the_answer_and_is_stored_with_the_call(tmp_path: Path) -> None:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "fake-coder", "choices": [{
+        "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "the answer",
+                                                          "reasoning_content": "first, think"}}],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 30, "completion_tokens_details": {"reasoning_tokens": 28}}}
+    with FakeOpenAI() as srv:
+        srv.script = [Step(raw=json.dumps(body))]
+        client, records = client_for(srv, prices={"fake-*": Price(input=1.0, output=10.0)})
+        reply = client.chat(client.request(HELLO))
+    assert (reply.text, reply.reasoning, reply.usage.reasoning_tokens) == ("the answer", "first, think", 28)
+    assert reply.cost_usd == pytest.approx((4 + 30 * 10.0) / 1e6) and client.spend.completion_tokens == 30
+    with Store(tmp_path / "ws") as store:
+        store.record_llm_call(records[0], None)
+        (call,) = store.llm_calls()
+        assert call.reasoning_tokens == 28 and (store.workspace / call.reasoning_path).read_text() == "first, think"
+        assert (store.workspace / call.reply_path).read_text() == "the answer"
+

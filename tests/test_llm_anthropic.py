@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 
@@ -118,3 +119,17 @@ def test_the_key_and_the_sdk_must_be_there(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "anthropic", None)  # what `import anthropic` meets without the extra
     with pytest.raises(EndpointError, match=r"pip install 'kernelcraft\[anthropic\]'"):
         make_backend(LLMConfig.from_spec("anthropic:claude-x"))
+
+
+def test_thinking_blocks_are_kept_apart_from_the_answer_and_a_cut_reply_says_so() -> None:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-fake", "stop_reason": "max_tokens",
+               "stop_sequence": None, "usage": {"input_tokens": 8, "output_tokens": 64},
+               "content": [{"type": "thinking", "thinking": "plan the tiles", "signature": "sig"},
+                           {"type": "text", "text": "```python\nclass ModelNew"}]}
+    with FakeAnthropic() as srv:
+        srv.script = [Step(raw=json.dumps(message))]
+        client, _ = client_for(srv, prices={"claude-*": Price(input=3.0, output=15.0)})
+        reply = client.chat(client.request(HELLO))
+    assert reply.text == "```python\nclass ModelNew" and reply.reasoning == "plan the tiles" and reply.truncated
+    assert reply.cost_usd == pytest.approx((8 * 3.0 + 64 * 15.0) / 1e6)  # thinking is billed as output
+

@@ -12,8 +12,14 @@ from typing import Any
 
 import pytest
 
+from kernelcraft.agents import Coder, Truncated
+from kernelcraft.judge import DeviceDescription
 from kernelcraft.llm import (BatchPending, ChatReply, EndpointError, LLMClient, LLMConfig, LLMError, Message, Price,
                              make_client)
+
+from .conftest import ROOT
+
+CORPUS = ROOT.parent / "shared" / "real-model-corpus"  # a frontier model's batch round, read only
 
 
 def ask(i: int) -> list[Message]:
@@ -98,42 +104,55 @@ def test_concurrent_calls_form_one_round_that_a_hand_answerer_replies_to(tmp_pat
 
 
 def test_a_full_round_is_written_without_waiting_out_the_window(tmp_path: Path) -> None:
-    client = client_for(tmp_path, concurrency=2, batch_window_s=60, batch_wait_s=0)
+    client = client_for(tmp_path, concurrency=2, batch_window_s=60, batch_wait_s=0.2)
     started = time.monotonic()
     results = chat_concurrently(client, [ask(0), ask(1)])
     assert time.monotonic() - started < 3
     assert all(isinstance(r, BatchPending) for r in results)
     assert [len(lines) for lines in requests_in(tmp_path).values()] == [2]
+    assert client.flush() is not None and "2 in round-0001.requests.jsonl" in client.flush()  # nothing held: no new round
+    assert len(requests_in(tmp_path)) == 1
 
 
 def test_without_waiting_the_run_stops_with_batch_pending_and_resumes_from_the_replies(tmp_path: Path) -> None:
     records: list[Any] = []
     config = LLMConfig.from_spec(f"batch:{tmp_path / 'exchange'}", batch_window_s=0.05, batch_wait_s=0)
     first = make_client(config, on_call=records.append)
-    with pytest.raises(BatchPending) as caught:
+    with pytest.raises(BatchPending) as caught:  # held for the round the run writes when it stops
         first.chat(first.request(ask(0)))
+    assert caught.value.requests_file is None and "gave up" not in str(caught.value)  # not retried
+    assert not (tmp_path / "exchange").exists() or not requests_in(tmp_path / "exchange")
     requests_file = tmp_path / "exchange" / "round-0001.requests.jsonl"
-    message = str(caught.value)
-    assert str(requests_file) in message and "1 of the 1 requests" in message and "run again to resume" in message
-    assert caught.value.requests_file == str(requests_file) and "gave up" not in message  # not retried
+    message = first.flush()
+    assert message is not None and "1 model requests wait" in message and "1 in round-0001.requests.jsonl (written now)" in message
+    assert str(tmp_path / "exchange") in message and "and resume" in message
     (line,) = requests_in(tmp_path / "exchange")["round-0001.requests.jsonl"]
     assert line["body"]["model"] == "batch"  # `batch:DIR` without a name
+    assert first.survey() == (f"batch {tmp_path / 'exchange'}: 0 of 1 requests have replies, 1 still pending "
+                              f"(1 in {requests_file.name})")
 
     # Run again before the reply is in: the same file is named, no second round is written.
     again = make_client(config)
-    with pytest.raises(BatchPending, match="round-0001.requests.jsonl"):
+    with pytest.raises(BatchPending, match="round-0001.requests.jsonl") as caught:
         again.chat(again.request(ask(0)))
+    assert caught.value.requests_file == str(requests_file)
+    assert "(1 in round-0001.requests.jsonl)" in (again.flush() or "")  # not written again
     assert list(requests_in(tmp_path / "exchange")) == ["round-0001.requests.jsonl"]
 
     # The provider's output file, under its own name, beside another with lines for other requests.
     write_jsonl(tmp_path / "exchange" / "batch_6a1f_output.jsonl", [reply_line(line["custom_id"], "resumed", 3, 4)])
     write_jsonl(tmp_path / "exchange" / "other.jsonl", [reply_line("someone-else", "not ours")])
+    (tmp_path / "exchange" / "notes.jsonl").write_text("not json\n")
     resumed = make_client(config)
+    assert resumed.survey() == (f"batch {tmp_path / 'exchange'}: 1 of 1 requests have replies, 0 still pending; 1 replies match "
+                                f"no request; 1 unreadable lines skipped (notes.jsonl: 1)")
     reply = resumed.chat(resumed.request(ask(0)))
     assert reply.text == "resumed" and reply.usage.total == 7 and not reply.cached
     assert list(requests_in(tmp_path / "exchange")) == ["round-0001.requests.jsonl"]
-    with pytest.raises(BatchPending, match="round-0002.requests.jsonl"):  # a new question is a new round
+    assert resumed.flush() is None  # nothing waits
+    with pytest.raises(BatchPending):  # a new question is a new round
         resumed.chat(resumed.request(ask(1)))
+    assert "1 in round-0002.requests.jsonl (written now)" in (resumed.flush() or "")
     assert records[0].reply is None and "no reply yet" in records[0].error
 
 
@@ -164,3 +183,39 @@ def test_the_directory_must_be_writable(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     with pytest.raises(EndpointError, match="cannot write to the batch directory"):
         client_for(tmp_path / "a-file" / "dir").check()
+
+
+def test_reasoning_is_kept_apart_from_the_answer_and_counted(tmp_path: Path) -> None:
+    client = client_for(tmp_path, batch_wait_s=0, prices={"gpt-batch*": Price(input=1.0, output=2.0)})
+    deepseek, openrouter = client.request(ask(0)), client.request(ask(1))
+    lines = [reply_line(deepseek.key(), "```python\nclass ModelNew: pass\n```", 10, 500),
+             reply_line(openrouter.key(), "the answer", 10, 80)]
+    lines[0]["response"]["body"]["choices"][0]["message"]["reasoning_content"] = "Let me try ```python\nclass ModelNew: draft```"
+    lines[0]["response"]["body"]["usage"]["completion_tokens_details"] = {"reasoning_tokens": 400}
+    lines[1]["response"]["body"]["choices"][0]["message"]["reasoning"] = "thinking out loud"
+    write_jsonl(tmp_path / "replies.jsonl", lines)
+    first, second = client.chat(deepseek), client.chat(openrouter)
+    assert first.text == "```python\nclass ModelNew: pass\n```" and first.reasoning.startswith("Let me try")
+    assert first.usage.reasoning_tokens == 400 and first.cost_usd == pytest.approx((10 + 2 * 500) / 1e6)  # billed as output
+    assert second.reasoning == "thinking out loud" and client.spend.completion_tokens == 580
+
+
+def test_the_corpus_round_replays_with_both_cut_replies_truncated() -> None:
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/real-model-corpus is not beside the checkout")
+    batch = CORPUS / "batch"
+    # The round's own settings, so that each request's key is the custom_id the corpus answers.
+    coder = Coder(make_client(LLMConfig.from_spec(f"batch:{batch}:frontier", max_tokens=8192)), "cuda",
+                  DeviceDescription("cuda", "NVIDIA H200"))
+    outcomes = {}
+    for line in (batch / "round-0001.requests.jsonl").read_text().splitlines():
+        messages = [Message(**m) for m in json.loads(line)["body"]["messages"]]
+        proposal = coder.propose(messages, task="corpus")
+        assert proposal.request.key() == json.loads(line)["custom_id"]
+        name = next((n for n in ("MBConv", "ShuffleNetUnit") if n in messages[1].content), "other")
+        outcomes.setdefault(name, []).append(proposal.candidate)
+    (efficientnet,), (shufflenet,) = outcomes["MBConv"], outcomes["ShuffleNetUnit"]
+    assert efficientnet == shufflenet == Truncated("the reply was cut at the 8192-token limit before its code was complete", 8192)
+    assert len(outcomes["other"]) == 8 and not any(isinstance(c, Truncated) for c in outcomes["other"])
+    assert not list(batch.glob("round-0002*"))  # every request had its reply: nothing was written
+

@@ -214,6 +214,7 @@ def test_a_bad_key_fails_before_any_task(tmp_path: Path) -> None:
     (["optimize", "--model", "m"], "give a target"),
     (["optimize", "softmax_rows", "--model", "m", "--strategy", "nope"], "unknown strategy"),
     (["optimize", "softmax_rows", "--model", "m", "--turns", "0"], "turns"),
+    (["optimize", "softmax_rows", "--model", "m", "--max-tokens", "gpt-*=lots"], "--max-tokens 'gpt-*=lots': expected n or model=n"),
     (["optimize", "mymodel.py:Net", "--model", "m"], "--inputs"),
     (["optimize", "--resume", "nope"], "no run"),
     (["optimize", "--resume", "nope", "--strategy", "evolve", "--set", "M=4"], "keeps its own settings: drop --strategy, --set"),
@@ -255,23 +256,43 @@ def test_module_targets_are_checked_and_named(tmp_path: Path) -> None:
             task_from_module(model, inputs)
 
 
+def _answer(requests: Path, skip: int = 0) -> None:
+    """Write the replies (prose, no code) to a requests file's lines, but the first `skip`."""
+    lines = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert all(q["url"] == "/v1/chat/completions" and q["body"]["model"] == "fake-coder" for q in lines)
+    assert all(q["body"]["max_tokens"] == 1000 for q in lines)  # --max-tokens 'fake-*=1000'
+    replies = [{"custom_id": q["custom_id"], "error": None, "response": {"status_code": 200, "body": {
+        "object": "chat.completion", "model": "fake-coder", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": PROSE}}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}}}
+        for q in lines[skip:]]
+    requests.with_name(requests.name.replace("round-", "answers-").replace(".requests", "")).write_text(
+        "".join(json.dumps(r) + "\n" for r in replies))
+
+
 def test_batch_files_stop_the_run_until_the_replies_are_in(tmp_path: Path) -> None:
-    args = ["optimize", "row_mean_square", "--model", f"batch:{tmp_path / 'batch'}:fake-coder", "--device", "cpu",
-            "--samples", "2", "--turns", "2"]
+    batch = tmp_path / "batch"
+    args = ["optimize", "row_mean_square", "--model", f"batch:{batch}:fake-coder", "--device", "cpu",
+            "--samples", "2", "--turns", "2", "--max-tokens", "fake-*=1000"]
     p = kc(*args, cwd=tmp_path)
-    assert p.returncode == 3 and "round-0001.requests.jsonl" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr
+    assert "2 model requests wait for batch replies (2 in round-0001.requests.jsonl (written now))" in p.stderr, p.stderr
     with _db(tmp_path) as c:
         (run_id,) = c.execute("SELECT id FROM runs").fetchone()
-    for turn in (1, 2):
-        requests = tmp_path / "batch" / f"round-{turn:04d}.requests.jsonl"
-        lines = [json.loads(line) for line in requests.read_text().splitlines()]
-        assert len(lines) == 2 and all(q["url"] == "/v1/chat/completions" and q["body"]["model"] == "fake-coder" for q in lines)
-        replies = [{"custom_id": q["custom_id"], "error": None, "response": {"status_code": 200, "body": {
-            "object": "chat.completion", "model": "fake-coder", "choices": [{"index": 0, "finish_reason": "stop",
-            "message": {"role": "assistant", "content": PROSE}}], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}}}
-            for q in lines]
-        (tmp_path / "batch" / f"answers-{turn}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in replies))
-        p = kc("optimize", "--resume", run_id, cwd=tmp_path)
-        assert p.returncode == (3 if turn == 1 else 0), p.stdout + p.stderr
-        with _db(tmp_path) as c:
-            assert c.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2 * turn
+    # One of the two replies is in: that sample goes on to its next turn, the other still waits.
+    _answer(batch / "round-0001.requests.jsonl", skip=1)
+    p = kc("optimize", "--resume", run_id, cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert (f"resuming: batch {batch}: 1 of 2 requests have replies, 1 still pending (1 in round-0001.requests.jsonl)"
+            in p.stderr), p.stderr
+    assert ("2 model requests wait for batch replies (1 in round-0001.requests.jsonl, 1 in round-0002.requests.jsonl "
+            "(written now))") in p.stderr, p.stderr
+    _answer(batch / "round-0001.requests.jsonl")
+    _answer(batch / "round-0002.requests.jsonl")
+    p = kc("optimize", "--resume", run_id, cwd=tmp_path)
+    assert p.returncode == 3 and f"resuming: batch {batch}: 3 of 3 requests have replies, 0 still pending" in p.stderr, p.stderr
+    assert "1 model requests wait for batch replies (1 in round-0003.requests.jsonl (written now))" in p.stderr, p.stderr
+    _answer(batch / "round-0003.requests.jsonl")
+    p = kc("optimize", "--resume", run_id, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with _db(tmp_path) as c:
+        assert c.execute("SELECT count(*) FROM attempts").fetchone()[0] == 4

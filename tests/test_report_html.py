@@ -17,7 +17,8 @@ from kernelcraft.search import OptimizeConfig, SearchConfig, best_attempt
 from kernelcraft.store import Store
 from kernelcraft.tasks import resolve_task
 
-SOFTMAX, RMS, LEAKY = "examples/softmax_rows", "examples/rms_norm", "examples/leaky_relu_clamp"
+SOFTMAX, RMS, LEAKY, GELU = "examples/softmax_rows", "examples/rms_norm", "examples/leaky_relu_clamp", "examples/scale_bias_gelu"
+DISK_FULL = "no space left on device"
 BEST_SOURCE = "class ModelNew:  # softmax v3\n    def forward(self, x):\n        return k(x) if a < b && c > d else x\n"
 STARTED, WALL_S = 1_700_000_000.0, 3725.0  # 1h 02m 05s
 PRICE_IN, PRICE_OUT = 1e-6, 3e-6  # dollars per token
@@ -38,8 +39,8 @@ def _verdict(task_key: str, source: str, status: str, speedup: float | None) -> 
     digest = hashlib.sha256(source.encode()).hexdigest()
     env = {"device_name": "cpu0", "torch": "2.13"}
     if speedup is None:
-        return Verdict(status=Status(status), task=task_key, device="cpu", message=f"{status}: max abs error 0.5 at [3, 7]",
-                       candidate_hash=digest, env=env)
+        message = DISK_FULL if status == "judge_error" else f"{status}: max abs error 0.5 at [3, 7]"
+        return Verdict(status=Status(status), task=task_key, device="cpu", message=message, candidate_hash=digest, env=env)
     reference = TimingStats.of([2.0, 2.1, 2.2])
     return Verdict(status=Status.CORRECT, task=task_key, device="cpu", message="correct", speedup=speedup,
                    speedup_band=(speedup * 0.97, speedup * 1.03), significant=True, reference=reference,
@@ -57,9 +58,13 @@ def _call(store: Store, run_id: str, task_key: str, turn: int, tokens: tuple[int
     return store.record_llm_call(CallRecord(request=request, reply=reply, started_at=STARTED), run_id)
 
 
-def build_run(store: Store, trajectory: list[tuple] = TRAJECTORY, *, priced: bool = True, finished: bool = True) -> str:
-    """A synthetic optimization run with one model call and one attempt per row of `trajectory`."""
-    keys = list(dict.fromkeys(row[0] for row in trajectory))
+def build_run(store: Store, trajectory: list[tuple] = TRAJECTORY, *, priced: bool = True, finished: bool = True,
+              judge_failed: dict[str, int] | None = None) -> str:
+    """A synthetic optimization run with one model call and one attempt per row of `trajectory`, and per task of
+    `judge_failed` that many evaluations the judge failed on its own side (verdicts of the run, no attempt: the
+    search parks such a step)."""
+    judge_failed = judge_failed or {}
+    keys = list(dict.fromkeys([*(row[0] for row in trajectory), *judge_failed]))
     tasks = {key: resolve_task(key) for key in keys}
     config = OptimizeConfig(target="examples", device="cpu", llm=LLMConfig(model="fake-coder"),
                             search=SearchConfig(turns=4, samples=1))
@@ -73,6 +78,10 @@ def build_run(store: Store, trajectory: list[tuple] = TRAJECTORY, *, priced: boo
             verdict_id = store.record_verdict(tasks[key], source, _verdict(key, source, status, speedup), run_id=run_id)
         store.record_attempt(run_id, key, 0, turn, status=status, llm_call_id=call_id, verdict_id=verdict_id,
                              speedup=speedup, feedback=f"turn {turn}: {status} <script>alert(1)</script>")
+    for key, n in judge_failed.items():
+        for i in range(n):
+            source = f"class ModelNew:  # {key} lost {i}\n"
+            store.record_verdict(tasks[key], source, _verdict(key, source, "judge_error", None), run_id=run_id)
     for key in keys:
         store.finish_run_task(run_id, key)
     if finished:
@@ -173,6 +182,34 @@ def test_a_model_that_never_writes_a_correct_kernel_gets_a_report_that_says_so(t
     assert "<!-- no correct candidate: no speedups to show -->" in html
     assert "<!-- no correct candidate at any turn -->" in html
     assert ">unknown<" in html  # the cost, with no prices
+
+
+def test_the_report_gives_fast_p_against_each_baseline_and_leaves_judge_errors_out(tmp_path: Path) -> None:
+    with Store(tmp_path) as store:
+        for key, recorded in ((SOFTMAX, {"eager": 2.0, "eager_default": 1.5, "compile_default": 1.0, "compile": 0.4}),
+                              (LEAKY, {"eager": 2.0, "eager_default": 2.0})):
+            for kind, ms in recorded.items():
+                store.record_baseline(key, "cpu", "cpu0", kind, TimingStats.of([ms]), "2.13")
+        report = load_run(store, build_run(store, judge_failed={SOFTMAX: 1, GELU: 2}))
+    softmax, rms, leaky, gelu = report.tasks
+    assert softmax.not_judged is None and gelu.not_judged == DISK_FULL  # a candidate judged makes softmax count
+    assert report.evaluations_not_judged == {DISK_FULL: 3}
+    s = report.summary
+    assert (s.total, s.judged, s.correct, s.not_judged) == (4, 3, 2, {DISK_FULL: 1})
+    assert s.fast_p[1.0] == pytest.approx(1 / 3)  # of softmax, rms and leaky: gelu was never judged
+    assert [b.label for b in s.baselines] == ["eager (strict)", "eager (PyTorch defaults)", "torch.compile (PyTorch defaults)",
+                                              "torch.compile (strict, legacy)"]
+    default, compiled = s.vs("eager_default"), s.vs("compile_default")
+    assert default.fast_p[1.0] == pytest.approx(1 / 3) and default.geomean == pytest.approx(math.sqrt(2.1 * 0.75 * 0.9))
+    # leaky has no torch.compile baseline: out of that row, whose fast_1 is softmax's 1.05x of softmax and rms
+    assert (compiled.tasks, compiled.correct, compiled.missing) == (2, 1, 1) and compiled.fast_p[1.0] == 0.5
+    html = render_report(report)
+    for text in ("fast_1 vs eager (strict)", "fast_1 vs torch.compile (PyTorch defaults)", "1.05x",
+                 "torch.compile (strict, legacy)", f"not judged: 1 ({DISK_FULL})", f"evaluations not judged: 3 ({DISK_FULL})",
+                 'class="pill judge_error"'):
+        assert text in html, text
+    gelu_section = html.split(f'id="{gelu.anchor}"')[1].split("</article>")[0]
+    assert "Not judged" in gelu_section and "no correct candidate" not in gelu_section.lower()
 
 
 def test_a_run_with_no_tasks_yet_renders_and_an_unknown_run_is_a_key_error(tmp_path: Path) -> None:

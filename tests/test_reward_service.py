@@ -22,10 +22,11 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from kernelcraft.judge import Judge, Verdict  # noqa: E402
+from kernelcraft.judge import DeviceDescription, Judge, Status, Verdict  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import resolve_task  # noqa: E402
-from kernelcraft.train.service import JudgeClient, ServiceError  # noqa: E402
+from kernelcraft.train.rewards import RewardConfig, coder_reward  # noqa: E402
+from kernelcraft.train.service import Health, JobView, JudgeClient, ServiceError  # noqa: E402
 
 from .conftest import FAST  # noqa: E402
 from .test_cli import kc, one_line_error  # noqa: E402
@@ -236,3 +237,39 @@ def test_two_claimers_never_get_the_same_job(tmp_path: Path) -> None:
         assert sorted(claimed) == sorted(ids)
         assert [j.claims for j in a.jobs()] == [1] * 60
         assert a.requeue_running_jobs() == 60 and a.claim_job().claims == 2
+
+
+class _StoredQueue:
+    """What the API reads of a JobQueue, over a real store and nothing running: verdicts are put there by hand."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.device, self.workers = store, DeviceDescription("cpu", "cpu0"), 1
+
+
+def test_a_judge_error_is_answered_as_such_and_counted_by_cause(tmp_path: Path) -> None:
+    """The judge's own failure reaches clients as a judge_error verdict with its cause (no reward: coder_reward
+    rejects it), and the health route counts such jobs apart from the candidates' verdicts."""
+    from fastapi.testclient import TestClient
+
+    from kernelcraft.train.service.app import create_app
+    from kernelcraft.train.service.resolve import task_record
+
+    task = resolve_task(TASK)
+    lost = Verdict(status=Status.JUDGE_ERROR, task=task.key, device="cpu", message="no space left on device")
+    judged = Verdict(status=Status.INCORRECT, task=task.key, device="cpu", message="max abs error 0.5")
+    with Store(tmp_path) as store:
+        ids = []
+        for i, verdict in enumerate((lost, judged, lost)):
+            job, _ = store.add_job(task.key, task_record(task), f"source {i}")
+            assert store.claim_job().id == job.id
+            store.finish_job(job.id, store.record_verdict(task, f"source {i}", verdict))
+            ids.append(job.id)
+        # no context manager: the app's lifespan, which starts the queue, does not run
+        http = TestClient(create_app(_StoredQueue(store), TOKEN), headers={"Authorization": f"Bearer {TOKEN}"})
+        views = [JobView.model_validate(http.get(f"/v1/jobs/{i}").json()) for i in ids]
+        health = Health.model_validate(http.get("/v1/health").json())
+    assert [(v.status, v.judge_error) for v in views] == [("done", "no space left on device"), ("done", None),
+                                                          ("done", "no space left on device")]
+    verdict = Verdict.from_dict(views[0].verdict)
+    assert verdict.status is Status.JUDGE_ERROR and coder_reward(verdict, RewardConfig()).rejected
+    assert (health.done, health.judge_errors, health.judge_error_causes) == (3, 2, {"no space left on device": 2})

@@ -54,10 +54,10 @@ def test_baselines_are_recorded_per_scenario(tmp_path: Path, cache_dir: Path) ->
     (tmp_path / "relu.py").write_text((TASKS_DIR / "relu.py").read_text())
     p = kc("baseline", "relu.py", "--device", "cpu", "--no-compile", "--scenario", "both", cwd=tmp_path, cache=cache_dir)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "eager@server" in p.stdout
+    assert "eager (strict) @server" in p.stdout and "eager (PyTorch defaults) @server" in p.stdout
     with sqlite3.connect(tmp_path / "ws" / "kernelcraft.db") as c:
         kinds = {r[0] for r in c.execute("SELECT kind FROM baselines")}
-    assert kinds == {"eager", "eager@server"}
+    assert kinds == {"eager", "eager@server", "eager_default", "eager_default@server"}
     one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--tunableop", cwd=tmp_path, cache=cache_dir))
     one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--scenario", "busy", cwd=tmp_path, cache=cache_dir))
 
@@ -67,5 +67,5 @@ def test_tunableop_is_a_baseline_of_its_own_on_the_gpu(cache_dir: Path) -> None:
     task = load_task_file(TASKS_DIR / "hgemm.py")
     judge = Judge("cuda", cache_dir=cache_dir, config=FAST)
     stats = judge.baseline(task, compiled=False, tunableop=True)
-    assert set(stats) == {"reference", "tunableop"} and all(s.median_ms > 0 for s in stats.values())
+    assert set(stats) == {"reference", "reference_default", "tunableop"} and all(s.median_ms > 0 for s in stats.values())
     assert baseline_kind("tunableop", "server") == "tunableop@server"

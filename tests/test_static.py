@@ -59,6 +59,39 @@ def test_banned_constructs_are_rejected_with_a_line(snippet: str, words: str) ->
     assert words in r.message() and "line " in r.message()
 
 
+PARALLEL = '''
+import torch.nn as nn
+src = r"""
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+void scale(float* x, int64_t n) {
+    #pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) x[i] *= 2;
+    at::parallel_for(0, n, 4096, [&](int64_t b, int64_t e) { for (int64_t i = b; i < e; ++i) x[i] += 1; });
+}
+"""
+class ModelNew(nn.Module):
+    pass
+'''
+
+
+def test_openmp_and_parallel_for_are_allowed_in_native_source() -> None:
+    r = check_source(PARALLEL)
+    assert r.ok, r.message()
+
+
+@pytest.mark.parametrize("code, words", [
+    ("std::jthread t([]{});", "native threads"),
+    ("pthread_create(&t, nullptr, f, nullptr);", "native threads"),
+    ("auto f = std::async(std::launch::async, g);", "native threads"),
+    ("std::for_each(std::execution::par, x, x + n, g);", "native threads"),
+    ('std::system("ls");', "process or system calls"),
+])
+def test_threads_of_ones_own_are_still_rejected_beside_openmp(code: str, words: str) -> None:
+    r = check_source(PARALLEL.replace("at::parallel_for", code + "\n    at::parallel_for"))
+    assert not r.ok and words in r.message()
+
+
 def test_fallbacks_to_the_reference_are_rejected() -> None:
     inherit = "import torch.nn as nn\nclass Model(nn.Module): pass\nclass ModelNew(Model): pass\n"
     sup = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return super().forward(x)\n"

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from kernelcraft.agents import Coder
-from kernelcraft.judge import Judge, JudgeConfig
+from kernelcraft.judge import Judge, JudgeConfig, Status, Verdict
 from kernelcraft.skills import seed_skills
 from kernelcraft.tasks import Task, task_from_source
 from kernelcraft.train.advantages import AdvantageConfig, assign_advantages
@@ -181,6 +181,39 @@ def test_the_selectors_picks_reach_the_coders_prompt_and_its_reward_is_the_coder
 
     assign_advantages(episodes, AdvantageConfig())  # the selector's samples share the task's group
     assert with_skill.trajectory("selector").steps[0].advantage == pytest.approx(coder.total_reward)
+
+
+class JudgeDown:
+    """An evaluator that fails on its own side (a full disk): every verdict a judge_error."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def evaluate(self, task: Task, source: str) -> Verdict:
+        self.asked += 1
+        return Verdict(status=Status.JUDGE_ERROR, task=task.key, device="cpu", message="no space left on device")
+
+
+def test_turns_the_judge_failed_on_are_rejected_and_so_is_a_selection_it_never_judged() -> None:
+    judge = JudgeDown()
+    env = KernelEnv(rowwise_task(), judge, env_config(max_turns=2), skills=seed_skills())
+    assert env.reset().role == "selector"
+    env.step(json.dumps({"skills": [{"name": "fuse-elementwise-epilogue", "reason": "it is elementwise"}]}))
+    first = env.step(fenced(FAST_KERNEL))
+    assert (first.info["status"], first.info["reason"], first.reward) == ("judge_error", "judge_error", 0.0)
+    last = env.step(fenced(FAST_KERNEL))
+    assert last.done and judge.asked == 2
+    episode = env.episode()
+    coder, selector = episode.trajectory("coder"), episode.trajectory("selector")
+    assert [(s.status, s.rejected) for s in coder.steps] == [("judge_error", True)] * 2
+    assert selector.steps[0].rejected  # no kernel of its selection was judged: no evidence either way
+    assign_advantages([episode], AdvantageConfig())
+    assert all(s.advantage == 0.0 for t in episode.trajectories for s in t.steps)
+    # a judge_error is no verdict to hand out again: the same candidate is judged anew
+    reused = ReusedVerdicts(judge)
+    for _ in range(2):
+        assert reused.evaluate(rowwise_task(), FAST_KERNEL).status is Status.JUDGE_ERROR
+    assert judge.asked == 4 and reused.evaluations == 2
 
 
 class WordTokenizer:

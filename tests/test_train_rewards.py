@@ -111,7 +111,19 @@ def test_large_wins_are_remeasured_and_the_lower_speedup_rewarded() -> None:
     assert coder_reward(original, CFG, Remeasure(_verdict(speedup=5.0, flags=("side_stream",)))).reason == "hack"
 
 
-@pytest.mark.parametrize("remeasure", [None, Remeasure(None), Remeasure(_verdict(status=Status.INCORRECT, speedup=None))])
+def test_a_judge_error_earns_nothing_and_leaves_the_loss() -> None:
+    """The judge's own failure is no verdict on the candidate: rejected (out of the loss and every baseline), so a
+    trainer skips the turn instead of learning from a 0; never re-measured, never a hack's penalty."""
+    remeasure = Remeasure(_verdict(speedup=5.0))
+    for v in (_verdict(status=Status.JUDGE_ERROR, speedup=None, coverage=None),
+              _verdict(status=Status.JUDGE_ERROR, speedup=None, coverage=None, flags=("side_stream",))):
+        r = coder_reward(v, CFG, remeasure)
+        assert (r.value, r.rejected, r.reason) == (0.0, True, "judge_error") and set(r.parts.values()) == {0.0}
+    assert remeasure.asked == []
+
+
+@pytest.mark.parametrize("remeasure", [None, Remeasure(None), Remeasure(_verdict(status=Status.INCORRECT, speedup=None)),
+                                       Remeasure(_verdict(status=Status.JUDGE_ERROR, speedup=None))])
 def test_a_large_win_not_confirmed_is_rewarded_only_up_to_the_threshold(remeasure: Remeasure | None) -> None:
     # 5x counts as 3x: 0.5 + 1.5 + 0.4
     r = coder_reward(_verdict(speedup=5.0, coverage=0.8), CFG, remeasure)

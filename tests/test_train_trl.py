@@ -21,11 +21,13 @@ from kernelcraft.judge import Judge  # noqa: E402
 from kernelcraft.train.config import RLConfig, RLConfigError  # noqa: E402
 from kernelcraft.train.env import ReusedVerdicts  # noqa: E402
 from kernelcraft.train.tiny_model import tiny_model  # noqa: E402
-from kernelcraft.train.trl_adapter import grpo_settings, train_grpo  # noqa: E402
+from kernelcraft.judge import Status, TimingStats, Verdict  # noqa: E402
+from kernelcraft.tasks import Task  # noqa: E402
+from kernelcraft.train.trl_adapter import JudgeReward, grpo_settings, train_grpo  # noqa: E402
 
 from .conftest import ROOT  # noqa: E402
 from .test_cli import kc, one_line_error  # noqa: E402
-from .test_train_env import FAST_KERNEL, JUDGE, REWARD, TASK_SOURCE, WRONG_KERNEL  # noqa: E402
+from .test_train_env import FAST_KERNEL, JUDGE, REWARD, TASK_SOURCE, WRONG_KERNEL, env_config, fenced, rowwise_task  # noqa: E402
 
 
 def checkpoint_with(path: Path) -> Path:
@@ -75,6 +77,26 @@ def test_grpo_steps_on_judge_rewards_move_the_weights(checkpoint: Path, tmp_path
     before, after = weights(checkpoint), weights(result.output_dir)
     assert all(torch.isfinite(v).all() for v in after.values())
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+class HalfDown:
+    """An evaluator that fails on its own side on the fast kernel and passes the others, by hand."""
+
+    def evaluate(self, task: Task, source: str) -> Verdict:
+        if source.strip() == FAST_KERNEL.strip():
+            return Verdict(status=Status.JUDGE_ERROR, task=task.key, device="cpu", message="a lost device")
+        return Verdict(status=Status.CORRECT, task=task.key, device="cpu", speedup=2.0, speedup_band=(1.9, 2.1),
+                       significant=True, reference=TimingStats.of([2.0]), candidate=TimingStats.of([1.0]), coverage=0.9)
+
+
+def test_a_judge_error_is_a_none_reward_that_trl_leaves_out() -> None:
+    task = rowwise_task()
+    reward = JudgeReward({task.key: task}, HalfDown(), env_config(), workers=1)
+    logged: dict[str, float] = {}
+    scores = reward(["p", "p"], [fenced(FAST_KERNEL), fenced(WRONG_KERNEL)], [task.key, task.key],
+                    log_metric=lambda name, value: logged.__setitem__(name, value))
+    assert scores[0] is None and scores[1] > 0  # TRL excludes None from the group's baseline, advantage 0
+    assert logged["kernelcraft/correct"] == 1.0  # of the turns the judge judged
 
 
 def test_estimators_map_to_trls_advantages() -> None:

@@ -19,7 +19,12 @@ from datasets import Dataset  # noqa: E402
 from kernelcraft.skills import seed_skills  # noqa: E402
 from kernelcraft.tasks import resolve_task  # noqa: E402
 from kernelcraft.train.config import RLConfig, RLConfigError  # noqa: E402
-from kernelcraft.train.verl_adapter import AGENT_NAME, _row_task, compute_score, prepare_verl, role_rows  # noqa: E402
+from kernelcraft.judge import Status, Verdict  # noqa: E402
+from kernelcraft.train import verl_adapter  # noqa: E402
+from kernelcraft.train.env import RoleSample  # noqa: E402
+from kernelcraft.train.episode import Episode  # noqa: E402
+from kernelcraft.train.verl_adapter import (AGENT_NAME, JudgeFailed, _row_task, compute_score, loop_reward, prepare_verl,  # noqa: E402
+                                            role_rows)
 
 from .test_cli import kc, one_line_error  # noqa: E402
 from .test_reward_service import TOKEN, TOKEN_ENV, Service  # noqa: E402
@@ -99,6 +104,44 @@ def test_compute_score_judges_through_the_service(service: Service, tmp_path: Pa
     # correct, with its own kernels doing the work: more than correctness alone, less than a speedup would earn
     ceiling = REWARD.correct_weight + REWARD.coverage_weight + REWARD.speedup_weight
     assert REWARD.correct_weight + REWARD.coverage_weight * 0.9 < slow < ceiling
+
+
+class ScriptedClient:
+    """A judge service client answering each evaluation with the next verdict of a script, by hand."""
+
+    def __init__(self, *verdicts: Verdict) -> None:
+        self.verdicts, self.fresh = list(verdicts), []
+
+    def evaluate(self, task: str | None, source: str, *, fresh: bool, **submit: object) -> Verdict:
+        self.fresh.append(fresh)
+        return self.verdicts.pop(0)
+
+
+LOST = Verdict(status=Status.JUDGE_ERROR, task="t", device="cpu", message="the trusted process ran out of memory")
+GOOD = Verdict(status=Status.CORRECT, task="t", device="cpu", speedup=2.0, significant=True, coverage=0.9)
+
+
+def test_compute_score_asks_again_after_a_judge_error_and_never_scores_one(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config(tmp_path, judge_url="http://judge:1")
+    [row] = role_rows([resolve_task(cfg.tasks[0])], ["coder"], cfg)
+    info = row["extra_info"]
+    client = ScriptedClient(LOST, GOOD)
+    monkeypatch.setattr(verl_adapter, "_client", lambda url, token_env: client)
+    assert compute_score("kernelcraft", fenced(SLOW_KERNEL), "", info) == pytest.approx(0.5 + 0.5 * 2.0 + 0.5 * 0.9)
+    assert client.fresh == [False, True]  # the second time judged anew, not the stored judge_error handed back
+    client = ScriptedClient(LOST, LOST)
+    with pytest.raises(JudgeFailed, match="the judge failed on its side twice .*ran out of memory"):
+        compute_score("kernelcraft", fenced(SLOW_KERNEL), "", info)
+
+
+def test_a_sample_without_a_reward_is_masked_out_of_verls_loss() -> None:
+    episode = Episode("t", "t|coder", 0, [])
+    rewarded = RoleSample("coder", [1], [2, 3, 4], [1, 0, 1], 2.0, episode)
+    assert loop_reward(rewarded, 0.5) == ([1, 0, 1], 1.0)
+    # every turn rejected (judge errors, lazy coverage): no gradient, and its 0 is only the others' baseline
+    unrewarded = RoleSample("coder", [1], [2, 3, 4], [1, 0, 1], None, episode)
+    assert loop_reward(unrewarded, 0.5) == ([0, 0, 0], 0.0)
 
 
 def test_the_agent_loop_registers_with_verl() -> None:

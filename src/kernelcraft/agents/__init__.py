@@ -3,7 +3,7 @@ Prompts are jinja2 templates; replies are parsed into candidates, ideas, picks o
 Agents never time anything; the judge does."""
 
 from .coder import DIRECTIONS, LANGUAGES, Coder, KernelExample, Proposal, SkillText
-from .parse import ParseFailure, contrastive_sections, extract_candidate, extract_json
+from .parse import ParseFailure, Truncated, contrastive_sections, extract_candidate, extract_json
 from .planner import Plan, Planner, TriedIdea, parse_ideas
 from .prompts import render
 from .selector import Selection, SkillCard, SkillChoice, SkillSelector, parse_choices
@@ -11,7 +11,7 @@ from .summarizer import SkillDraft, SkillSummarizer, Summary, parse_drafts, skil
 
 __all__ = [
     "DIRECTIONS", "LANGUAGES", "Coder", "KernelExample", "ParseFailure", "Plan", "Planner", "Proposal", "Selection",
-    "SkillCard", "SkillChoice", "SkillDraft", "SkillSelector", "SkillSummarizer", "SkillText", "Summary", "TriedIdea",
+    "SkillCard", "SkillChoice", "SkillDraft", "SkillSelector", "SkillSummarizer", "SkillText", "Summary", "TriedIdea", "Truncated",
     "contrastive_sections", "extract_candidate", "extract_json", "parse_choices", "parse_drafts", "parse_ideas", "render",
     "skill_name",
 ]

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ..judge import DeviceDescription, Verdict
 from ..llm import ChatReply, ChatRequest, LLMClient, Message
 from ..tasks import Task
-from .parse import ParseFailure, extract_candidate
+from .parse import ParseFailure, Truncated, extract_candidate
 from .prompts import render
 
 LANGUAGES = {
@@ -83,6 +83,8 @@ class Coder:
     @staticmethod
     def feedback(outcome: Verdict | ParseFailure) -> Message:
         """What the model hears about its last answer."""
+        if isinstance(outcome, Truncated):
+            return Message("user", render("coder_truncated", max_tokens=outcome.max_tokens))
         if isinstance(outcome, ParseFailure):
             return Message("user", render("coder_feedback", parse_error=outcome.message))
         v = outcome
@@ -97,9 +99,10 @@ class Coder:
         return render("coder_history_omitted", count=count).strip()
 
     def propose(self, messages: Sequence[Message], *, task: str, sample: int = 0) -> Proposal:
-        """One answer to `messages`, parsed. LLM errors (budget, endpoint) propagate."""
+        """One answer to `messages`, parsed (a reply cut at the token limit without complete code is
+        Truncated). LLM errors (budget, endpoint) propagate."""
         if self.client is None:
             raise RuntimeError("this coder renders prompts only: it has no LLM client")
         request = self.client.request(messages, sample=sample, purpose="coder", task=task)
         reply = self.client.chat(request)
-        return Proposal(request, reply, extract_candidate(reply.text))
+        return Proposal(request, reply, extract_candidate(reply.text, request.sampling.max_tokens if reply.truncated else None))

@@ -2,6 +2,7 @@
 
 from . import pack as _pack  # noqa: F401  (adds the `pack` commands)
 from . import skills as _skills  # noqa: F401  (adds the `skills` commands)
+from . import selfcheck as _selfcheck  # noqa: F401  (adds the `self-check` command)
 from . import serve as _serve  # noqa: F401  (adds the `serve-judge` command)
 from .app import app, main
 from .train import app as train_app

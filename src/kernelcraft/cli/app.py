@@ -21,8 +21,8 @@ from ..judge import (DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, Task
                      describe_device)
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
-from ..report import (TaskOutcome, compile_ratio, status_text, summarize_by_level, summary_table, verdict_lines, verdict_table,
-                     write_report)
+from ..report import (RunReport, Summary, TaskOutcome, baseline_label, load_run, not_judged_text, status_text, summarize_by_level,
+                     summary_table, verdict_lines, verdict_table, write_report)
 from ..search import (RUN_KIND, BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig,
                       SearchEvent, SkillOptions, TemplateOptions, unsuited)
 from ..skills import SkillError, SkillFileError
@@ -57,6 +57,10 @@ FromModelOpt = typer.Option(None, "--from-model", help="hgemm: the matmul shapes
                                                        "(with --inputs).")
 InputsOpt = typer.Option(None, "--inputs", help="path.py:fn making example forward inputs (module targets, --from-model).")
 InitInputsOpt = typer.Option(None, "--init-inputs", help="path.py:fn making constructor arguments.")
+BaselinesOpt = typer.Option(True, "--baselines/--no-baselines", envvar="KERNELCRAFT_BASELINES",
+                            help="Time the baselines the summary compares with (eager strict and at PyTorch's defaults, "
+                                 "torch.compile) once for each correct task that has none on its device (torch.compile "
+                                 "takes seconds to minutes a task; KERNELCRAFT_BASELINES=0 skips it too).")
 
 
 def _parse_sets(items: list[str]) -> dict[str, Any]:
@@ -192,10 +196,11 @@ def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a 
               sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
               inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
               seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per input distribution."),
-              baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also record eager and torch.compile times."),
+              baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also record eager (strict and at PyTorch's "
+                                                                                     "defaults) and torch.compile times."),
               as_json: bool = JsonOpt) -> None:
     """Flag degenerate tasks (constant, zero or input-independent outputs, nondeterminism, failures)
-    and record eager / torch.compile baseline times in the store."""
+    and record eager (strict and at PyTorch's defaults) and torch.compile baseline times in the store."""
     tasks = _suite(path, device, sets, sample, shapes, from_model, inputs, init_inputs)
     results = []
     with Store(workspace) as store:
@@ -215,14 +220,19 @@ def tasks_vet(path: str = typer.Argument(..., help="A task file, a directory, a 
         print(json.dumps(results, indent=1))
         return
     table = Table(title="task vetting", title_justify="left")
-    for col in ("task", "verdict", "findings", "eager ms", "compile ms"):
+    for col in ("task", "verdict", "findings", *(f"{baseline_label(k)} ms" for k in _SUMMARY_BASELINES)):
         table.add_column(col)
     for r in results:
         findings = "; ".join(f"{f['code']} ({f['distribution']}): {f['message']}" for f in r["findings"]) or "-"
         b = r.get("baseline_ms") or {}
         table.add_row(r["task"], status_text("DEGENERATE" if r["degenerate"] else "ok"), findings,
-                      f"{b['eager']:.4g}" if "eager" in b else "-", f"{b['compile']:.4g}" if "compile" in b else "-")
+                      *(f"{b[k]:.4g}" if k in b else "-" for k in _SUMMARY_BASELINES))
     out.print(table)
+
+
+# The baselines summaries compare with: every verdict's own reference (eager, strict) and what users run (eager and
+# torch.compile at PyTorch's defaults).
+_SUMMARY_BASELINES = tuple(baseline_kind(side) for side in ("reference", "reference_default", "compiled"))
 
 
 def _record_baselines(judge: Judge, store: Store, t: Task, env: dict[str, Any], compiled: bool = True,
@@ -244,28 +254,51 @@ def _record_baselines(judge: Judge, store: Store, t: Task, env: dict[str, Any], 
     return found
 
 
+def _fill_baselines(store: Store, device: str, config: JudgeConfig, judged: list[tuple[Task, Verdict]]) -> None:
+    """Record the summary's baselines for each correct task that lacks one on its verdict's device: once, as later
+    runs find them. A task whose baselines cannot be timed is a warning; its summary rows leave it out."""
+    todo = [(t, v.env) for t, v in judged
+            if v.correct and not set(_SUMMARY_BASELINES) <= set(store.baselines(t.key, str(v.env.get("device_name", ""))))]
+    if not todo:
+        return
+    judge = Judge(device, cache_dir=store.cache_dir, config=config)
+    try:
+        for t, env in _progress(todo, "timing baselines"):
+            try:
+                _record_baselines(judge, store, t, env)
+            except TaskRunError as e:
+                print(f"warning: {t.key}: baselines not recorded: {e}", file=sys.stderr)
+    finally:
+        judge.close()
+
+
 @app.command("baseline")
 def baseline_cmd(suite: str = typer.Argument(..., help="A task file, a directory, a KernelBench tree, 'examples' or 'hgemm'."),
                  device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt,
                  sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
                  inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
-                 compiled: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile."),
+                 compiled: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile (at PyTorch's "
+                                                                                     "defaults)."),
                  tunableop: bool = typer.Option(False, "--tunableop", help="Also time PyTorch's TunableOp (cuBLAS/cuBLASLt "
                                                                             "autotuned per shape; CUDA only)."),
                  scenario: str = typer.Option("offline", "--scenario", help="offline (back to back), server (random "
                                                                             "pauses between calls), or both.")) -> None:
-    """Record the reference's baseline times on this device: eager, torch.compile, TunableOp."""
+    """Record the reference's baseline times on this device: eager (strict, and at PyTorch's defaults), torch.compile
+    (at PyTorch's defaults), TunableOp."""
     if scenario not in ("offline", "server", "both"):
         raise UsageError(f"--scenario {scenario!r}: use offline, server or both")
     if tunableop and device != "cuda":
         raise UsageError("--tunableop needs --device cuda")
     scenarios = ("offline", "server") if scenario == "both" else (scenario,)
     tasks = _suite(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
-    kinds = [baseline_kind(side, sc) for sc in scenarios for side in ("reference", "compiled", "tunableop")
+    kinds = [baseline_kind(side, sc) for sc in scenarios for side in ("reference", "reference_default", "compiled", "tunableop")
              if (side != "compiled" or compiled) and (side != "tunableop" or tunableop)]
-    table = Table(title="baselines (ms, median)", title_justify="left")
-    for col in ("task", *kinds):
-        table.add_column(col, justify="right" if col != "task" else "left")
+    table = Table(title="baselines (ms, median)", title_justify="left",
+                  caption="strict: TF32 off everywhere (the judge's reference); PyTorch defaults: what users run",
+                  caption_justify="left")
+    table.add_column("task")
+    for kind in kinds:
+        table.add_column(baseline_label(kind), justify="right")
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir)
         for t in _progress(tasks, "timing baselines"):
@@ -316,8 +349,9 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                    inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
                    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent evaluations (default: half the cores, at most 8)."),
                    sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, seeds: Optional[int] = SeedsOpt,
-                   atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt) -> None:
-    """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate."""
+                   atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt, baselines: bool = BaselinesOpt) -> None:
+    """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate, against
+    eager (strict) and each baseline users compare with; tasks the judge failed on (judge_error) reported apart."""
     if not solutions.is_dir():
         raise UsageError(f"{solutions}: no such solutions directory")
     tasks = _suite(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
@@ -334,6 +368,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
         raise UsageError(f"{solutions}: no solution for any of the {len(tasks)} tasks (named by problem{example})")
     rows: list[dict[str, Any]] = [{"task": t.key, "level": t.level, "status": "missing"} for t in missing]
     outcomes = [TaskOutcome(t.key, t.level, False) for t in missing]
+    judged: list[tuple[Task, Verdict]] = []
     with Store(workspace) as store:
         run_id = store.start_run("eval-suite", {"suite": suite, "solutions": str(solutions), "device": device})
         with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers) as pool, \
@@ -349,17 +384,20 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                 else:
                     v = r.verdict
                     vid = store.record_verdict(t, r.job.source, v, run_id=run_id, origin=r.job.tag)
-                    ratio = compile_ratio(store.baselines(t.key, str(v.env.get("device_name", ""))))
-                    outcomes.append(TaskOutcome(t.key, t.level, v.correct, v.effective_speedup if v.correct else None, ratio))
+                    judged.append((t, v))
                     correct += v.correct
                     rows.append({"task": t.key, "level": t.level, "status": v.status.value, "speedup": v.speedup,
                                  "effective_speedup": v.effective_speedup, "flags": [f.code for f in v.flags],
                                  "message": v.message, "verdict_id": vid})
                 bar.update(progress, advance=1, info=f"{correct} correct")
         store.finish_run(run_id)
+        if baselines:  # after the pool: nothing else runs while they are timed
+            _fill_baselines(store, device, cfg, judged)
+        outcomes += [TaskOutcome.of_verdict(t.key, t.level, v, store.baselines(t.key, str(v.env.get("device_name", ""))))
+                     for t, v in judged]
     summaries = summarize_by_level(outcomes)
     if as_json:
-        print(json.dumps({"run_id": run_id, "results": rows, "summary": [s.__dict__ for s in summaries]}, indent=1, default=str))
+        print(json.dumps({"run_id": run_id, "results": rows, "summary": [s.to_dict() for s in summaries]}, indent=1, default=str))
         return
     table = Table(title=f"run {run_id}", title_justify="left")
     for col in ("task", "status", "speedup", "flags", "message"):
@@ -389,6 +427,24 @@ def _parse_prices(items: list[str]) -> dict[str, Price]:
         except ValueError:
             raise UsageError(f"--price {item!r}: expected MODEL=INPUT,OUTPUT in dollars per million tokens") from None
     return prices
+
+
+def _parse_max_tokens(items: list[str]) -> dict[str, Any]:
+    """LLMConfig values from `--max-tokens`: N for the run's model, MODEL=N (globs) for a model by name."""
+    values: dict[str, Any] = {}
+    for item in items:
+        name, sep, number = item.rpartition("=")
+        try:
+            n = int(number)
+            if n < 1 or (sep and not name):
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"--max-tokens {item!r}: expected N or MODEL=N, a positive number of tokens") from None
+        if sep:
+            values.setdefault("max_tokens_per_model", {})[name] = n
+        else:
+            values["max_tokens"] = n
+    return values
 
 
 def _endpoint_options(base_url: Optional[str], api_key_env: Optional[str], prices: list[str]) -> dict[str, Any]:
@@ -479,20 +535,28 @@ class _ProgressView:
                                       f"{s.tokens:,} tokens, {cost}")
 
 
-def _print_optimize(result: RunResult, report: Path) -> None:
+def _run_summaries(run: RunReport) -> list[Summary]:
+    """An optimize run's summaries, per level, as its HTML report counts them."""
+    return summarize_by_level([t.outcome() for t in run.tasks])
+
+
+def _print_optimize(result: RunResult, report: Path, run: RunReport) -> None:
     table = Table(title=f"run {result.run_id}", title_justify="left")
     for col in ("task", "best", "attempts", "kernel"):
         table.add_column(col)
+    not_judged = {t.key: t.not_judged for t in run.tasks}
     for t in result.tasks:
         if t.best is not None:
             best = Text(f"{t.best.speedup:.2f}x", style="green")
+        elif not_judged.get(t.task.key):
+            best = status_text("not judged") + Text(f" ({not_judged[t.task.key]})")
         else:
             best = status_text(t.error and "task error" or ("no correct candidate" if t.finished else "unfinished"))
         table.add_row(t.task.key, best, str(t.attempts), str(t.best_file or "-"))
     out.print(table)
-    outcomes = [TaskOutcome(t.task.key, t.task.level, t.best is not None, t.best.speedup if t.best else None)
-                for t in result.tasks]
-    out.print(summary_table(summarize_by_level(outcomes)))
+    out.print(summary_table(_run_summaries(run)))
+    if run.evaluations_not_judged:
+        out.print(status_text(not_judged_text(run.evaluations_not_judged, "evaluations not judged")))
     s = result.spend
     cost = f"${s.cost_usd:.4f}" + (f" (+{s.unpriced_calls} calls without a price)" if s.unpriced_calls else "")
     out.print(f"{s.calls} model calls ({s.cached_calls} cached), {s.prompt_tokens:,} prompt + {s.completion_tokens:,} "
@@ -502,7 +566,7 @@ def _print_optimize(result: RunResult, report: Path) -> None:
 
 # What `optimize --resume` may be given; every other setting is the run's own (a TARGET has its own message).
 _RESUME_OPTIONS = {"target", "resume", "budget_tokens", "budget_usd", "budget_judge_calls", "budget_wall_s", "out_dir", "workspace",
-                   "as_json"}
+                   "as_json", "baselines"}
 
 
 @app.command("optimize")
@@ -555,15 +619,17 @@ def optimize_cmd(
     concurrency: int = typer.Option(_default(LLMConfig, "concurrency"), "--concurrency", help="Model calls in flight."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent judge evaluations (default: half the cores, at most 8)."),
     temperature: float = typer.Option(_default(LLMConfig, "temperature"), "--temperature"),
-    max_tokens: int = typer.Option(_default(LLMConfig, "max_tokens"), "--max-tokens", help="Longest reply."),
+    max_tokens: list[str] = typer.Option([], "--max-tokens", help="Longest reply: N, or MODEL=N per model (globs; "
+                                                                  "repeatable). Default: the model's documented maximum, "
+                                                                  "else 32768."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write the best kernels (default: the run's folder)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue a stopped run; finished work is not repeated."),
     device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = JsonOpt, baselines: bool = BaselinesOpt,
 ) -> None:
     """Write faster kernels for every task of TARGET with a language model (or, with --strategy template, by searching
     Triton GEMM templates); every one is proved by the judge. Exit 0 when the run finished, 3 when it stopped early
-    (budget, batch replies pending): resume it with --resume."""
+    (budget, batch replies pending, evaluations the judge failed on its side): resume it with --resume."""
     if skills not in ("on", "off"):
         raise UsageError(f"--skills {skills!r}: use on or off")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -580,7 +646,7 @@ def optimize_cmd(
             config = _resumed_config(store, resume, target, budget, search_budget, out_dir)
         else:
             llm = {**_endpoint_options(base_url, api_key_env, prices), "concurrency": concurrency, "temperature": temperature,
-                   "max_tokens": max_tokens, **{k: v for k, v in budget.items() if v is not None}}
+                   **_parse_max_tokens(max_tokens), **{k: v for k, v in budget.items() if v is not None}}
             selection = _shape_selection(target, sets, sample, shapes, from_model, inputs, init_inputs) if target else {}
             config = _new_optimize_config(
                 target, model, {"inputs": inputs, "init_inputs": init_inputs, **selection, "sets": sets, "device": device,
@@ -601,6 +667,9 @@ def optimize_cmd(
         check_device(config.device)
         client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
         client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
+        found = client.survey() if resume is not None else None
+        if found is not None:  # what a resumed run finds first: replies matched, requests still pending and where
+            err.print(f"resuming: {found}", highlight=False, soft_wrap=True)
         judge_config = JudgeConfig().with_overrides(config.judge)
         with LocalPool(config.device, cache_dir=store.cache_dir, config=judge_config, workers=config.workers) as pool:
             dev = describe_device(config.device)
@@ -613,14 +682,19 @@ def optimize_cmd(
                           TimeElapsedColumn(), console=err, transient=True) as bar:
                 optimizer.emit = _ProgressView(bar, len(tasks), done, client.spend)
                 result = optimizer.run(run_id, tasks)
-        report = write_report(store, run_id)
+        if baselines:  # after the pool: nothing else runs while they are timed
+            _fill_baselines(store, config.device, judge_config, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
+                                                                 if t.best is not None and t.best.verdict_id is not None])
+        run = load_run(store, run_id)
+        report = write_report(store, run_id, run=run)
     if as_json:
         print(json.dumps({"run_id": run_id, "stopped": result.stopped, "report": str(report), "tasks": [
             {"task": t.task.key, "speedup": t.best.speedup if t.best else None, "attempts": t.attempts,
              "finished": t.finished, "file": str(t.best_file) if t.best_file else None, "error": t.error}
-            for t in result.tasks], "spend": result.spend.__dict__}, indent=1))
+            for t in result.tasks], "summary": [s.to_dict() for s in _run_summaries(run)],
+            "spend": result.spend.__dict__}, indent=1))
     else:
-        _print_optimize(result, report)
+        _print_optimize(result, report, run)
     if result.stopped:
         print(f"stopped: {result.stopped}. Everything so far is recorded; continue with: "
               f"kernelcraft optimize --resume {run_id}", file=sys.stderr)

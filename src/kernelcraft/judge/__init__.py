@@ -3,13 +3,14 @@
     from kernelcraft.judge import Judge
     judge = Judge("cpu", cache_dir=Path("kernelcraft-workspace/cache"))
     verdict = judge.evaluate(task, source)
+    judge.close()  # the tasks' trusted workers and the spare workers
 
 Everything here is the parent (trusted) side; `worker` runs in the sandboxed process.
 """
 
 from .config import DEFAULT_TOLERANCE, JudgeConfig, Timeouts, TimingConfig
 from .device import DeviceDescription, DeviceUnavailable, check_device, describe_device
-from .evaluate import JUDGE_VERSION, Judge, baseline_kind, source_hash
+from .evaluate import JUDGE_VERSION, Judge, baseline_kind, self_check_source, source_hash
 from .normalize import context_hash, normalized_hash, normalized_source
 from .pool import Job, LocalPool, Result
 from .reference import TaskRunError
@@ -21,5 +22,5 @@ __all__ = [
     "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceDescription", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
     "LocalPool", "Result", "Slowdown", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
     "TimingStats", "Verdict", "baseline_kind", "check_device", "check_source", "context_hash", "describe_device", "honest_speedup",
-    "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "source_hash",
+    "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "self_check_source", "source_hash",
 ]

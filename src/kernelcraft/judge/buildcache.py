@@ -24,7 +24,12 @@ import torch.utils.cpp_extension as cpp_extension
 
 
 class BuildError(Exception):
-    """Compilation of a candidate's extension failed; the message holds the first compiler errors."""
+    """Compilation of a candidate's extension failed; the message holds the first compiler errors.
+    `machine_fault`: the machine, not the source, failed it (a full disk)."""
+
+    def __init__(self, message: str, machine_fault: bool = False) -> None:
+        super().__init__(message)
+        self.machine_fault = machine_fault
 
 
 _ERROR_RE = re.compile(r"\berror\b|undefined reference|fatal")  # not torch's "Error building extension" header
@@ -37,6 +42,7 @@ _MAX_LINE = 300
 _DIAGNOSTIC_RE = re.compile(r"\berror\b\s*:|undefined reference")
 _TRANSIENT_RE = re.compile(r"Killed|signal|died|No space left|Cannot allocate memory|out of memory|Resource temporarily",
                            re.IGNORECASE)
+_DISK_FULL_RE = re.compile(r"No space left on device|Disk quota exceeded")
 FAILED_LOG = "failed.log"
 
 
@@ -90,7 +96,10 @@ class BuildRecorder:
         key = cache_key(arguments)[:24]
         name = f"kc_{key}"
         build_dir = self.cache_root / "builds" / name
-        build_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            build_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BuildError(f"the judge could not make the build directory: {e}", machine_fault=True) from None
         failed = build_dir / FAILED_LOG
         if failed.is_file():
             raise BuildError(f"{failed.read_text()}\n(this build failed the same way before; {failed} keeps it: delete "
@@ -105,7 +114,7 @@ class BuildRecorder:
                 partial = failed.with_suffix(f".{os.getpid()}")  # whole or absent for a neighbour reading it
                 partial.write_text(message)
                 partial.replace(failed)
-            raise BuildError(message) from None
+            raise BuildError(message, machine_fault=bool(_DISK_FULL_RE.search(str(e)))) from None
         finally:
             self.seconds += time.perf_counter() - t0
         self.keys.append(key)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 _CHUNK = 1 << 24  # elements per chunk: bounds the memory of comparing multi-GB outputs
+_TRUTH_CHUNK = 1 << 22  # float64 chunks, several temporaries each
 
 
 @dataclass
@@ -23,6 +24,13 @@ class Mismatch:
     worst_got: float | None = None
     worst_expected: float | None = None
     reason: str = ""
+    # Against a float64 truth (compare_with_truth): the errors above are the candidate's against the
+    # truth, these the task-dtype reference's own, and worst_expected is the truth.
+    truth: bool = False
+    truth_factor: float = 0.0  # k: how many times the reference's own error a candidate may have
+    ref_max_abs: float = 0.0
+    ref_rel_l2: float = 0.0
+    forged: bool = False  # the candidate's process handed over outputs that could not be read as shared
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -31,6 +39,11 @@ class Mismatch:
         if self.reason:
             return self.reason
         where = f" at index {tuple(self.worst_index)}" if self.worst_index is not None else ""
+        if self.truth:
+            return (f"{self.bad}/{self.total} elements outside tolerance of the float64 truth and over {self.truth_factor:g}x the "
+                    f"reference's own error; worst{where}: got {self.worst_got:.6g}, exact {self.worst_expected:.6g} "
+                    f"(candidate vs truth: max abs {self.max_abs:.3g}, rel L2 {self.rel_l2:.3g}; reference vs truth: "
+                    f"max abs {self.ref_max_abs:.3g}, rel L2 {self.ref_rel_l2:.3g})")
         return (f"{self.bad}/{self.total} elements outside tolerance; worst{where}: got {self.worst_got:.6g}, "
                 f"expected {self.worst_expected:.6g} (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}, "
                 f"rel L2 {self.rel_l2:.3g})")
@@ -95,6 +108,69 @@ def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
                 res.worst_index = [int(x) for x in index]
                 res.worst_got, res.worst_expected = float(gc[i]), float(ec[i])
     res.rel_l2 = (diff_sq ** 0.5) / (ref_sq ** 0.5) if ref_sq > 0 else (0.0 if diff_sq == 0 else float("inf"))
+    res.ok = res.bad == 0
+    return res
+
+
+def compare_with_truth(got: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor, atol: float, rtol: float, k: float,
+                       device: torch.device | None = None) -> Mismatch:
+    """Compare every element against a float64 truth: an element passes when the candidate's error
+    against the truth is within the tolerance (atol + rtol * |truth|), or no larger than `k` times
+    the task-dtype reference's own error there. A kernel more accurate than the reference passes; one
+    that drops to a lower precision beyond the tolerance fails, since the reference's own error is far
+    smaller. Where the reference is NaN the candidate must be NaN, where it is infinite the candidate
+    must equal it, and where only the truth is not finite the reference decides, by the tolerance."""
+    if got.shape != ref.shape:
+        return Mismatch(False, reason=f"shape {tuple(got.shape)} != expected {tuple(ref.shape)}")
+    if got.dtype != ref.dtype:
+        return Mismatch(False, reason=f"dtype {got.dtype} != expected {ref.dtype}")
+    g, r, t = (x.detach().reshape(-1) for x in (got, ref, truth))
+    device = device or t.device
+    total = t.numel()
+    res = Mismatch(True, total=total, truth=True, truth_factor=k)
+    worst_excess = -float("inf")
+    sums = {"cand": 0.0, "ref": 0.0, "truth": 0.0}
+    for start in range(0, total, _TRUTH_CHUNK):
+        end = start + _TRUTH_CHUNK
+        gc, rc, tc = g[start:end].to(device), r[start:end].to(device), t[start:end].to(device, torch.float64)
+        e_c, e_r = torch.sub(tc, gc).abs_(), torch.sub(tc, rc).abs_()  # promoted to float64 as they are read
+        allowed = torch.maximum(tc.abs().mul_(rtol).add_(atol), e_r * k)
+        ok = e_c <= allowed
+        finite = bool(torch.isfinite(rc).all()) and bool(torch.isfinite(tc).all())
+        if not finite:  # the rare chunk with NaN or infinity: the rules for them, element by element
+            ok = torch.where(torch.isfinite(tc), ok, (gc - rc).abs() <= atol + rtol * rc.abs())
+            ok = torch.where(torch.isinf(rc), gc == rc, ok)
+            ok = torch.where(torch.isnan(rc), torch.isnan(gc), ok)
+            both = torch.isfinite(tc) & torch.isfinite(rc)
+            e_r = torch.where(both, e_r, 0.0)
+            tc0 = torch.where(both, tc, 0.0)
+        else:
+            both, tc0 = None, tc
+        fc = torch.isfinite(e_c) if both is None else both & torch.isfinite(e_c)
+        bad = int(ok.numel() - ok.sum())
+        res.bad += bad
+        if not bool(fc.all()) and both is None or both is not None and bool((both & ~fc).any()):
+            res.max_abs = res.max_rel = float("inf")
+        e_cf = torch.where(fc, e_c, 0.0)
+        if e_cf.numel():
+            res.max_abs = max(res.max_abs, float(e_cf.max()))
+            res.ref_max_abs = max(res.ref_max_abs, float(e_r.max()))
+            rel = e_cf / tc.abs().clamp_min(atol)
+            res.max_rel = max(res.max_rel, float(torch.where(tc.abs() > atol, rel, 0.0).max()))
+        sums["cand"] += float(torch.dot(e_cf, e_cf))
+        sums["ref"] += float(torch.dot(e_r, e_r))
+        sums["truth"] += float(torch.dot(tc0, tc0))
+        if bad:
+            excess = torch.where(ok, -float("inf"), (e_c - allowed).nan_to_num(float("inf"), posinf=float("inf")))
+            i = int(torch.argmax(excess))
+            if float(excess[i]) > worst_excess:
+                worst_excess = float(excess[i])
+                index = torch.unravel_index(torch.tensor(start + i), tuple(truth.shape)) if truth.dim() else ()
+                res.worst_index = [int(x) for x in index]
+                res.worst_got, res.worst_expected = float(gc[i]), float(tc[i])
+    norm = sums["truth"] ** 0.5
+    res.rel_l2 = sums["cand"] ** 0.5 / norm if norm > 0 else (0.0 if sums["cand"] == 0 else float("inf"))
+    res.ref_rel_l2 = sums["ref"] ** 0.5 / norm if norm > 0 else (0.0 if sums["ref"] == 0 else float("inf"))
     res.ok = res.bad == 0
     return res
 

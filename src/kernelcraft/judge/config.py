@@ -23,6 +23,13 @@ class Timeouts:
     correctness: float = 300.0
     profile: float = 120.0
     timing: float = 600.0
+    # With `scale`, a candidate's correctness, timing and profiling commands get what the reference's own
+    # time says they need (timeouts.py): `floor`, plus `slowdown` times the reference's call, capped by
+    # the values above. A hung kernel on a 3 ms task dies in seconds, and frees the device for the others.
+    scale: bool = True
+    floor: float = 10.0
+    slowdown: float = 100.0  # how many times slower than the reference a candidate's call may run
+    first_call: float = 120.0  # added to a Triton candidate's first call: its kernels compile (and autotune) there
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,13 @@ class JudgeConfig:
     allow_tf32: bool = False
     static_checks: bool = True  # off only to test the runtime defences behind them
     second_shape: bool = True  # re-check at the task's "check" size, where it declares one (flag only)
+    # Accuracy against a float64 truth (expected.py): an element passes within the tolerance of the
+    # truth, or within `truth_factor` times the task-dtype reference's own error against it. Where
+    # the truth does not apply (or is off), the reference's output is compared with the tolerance.
+    truth: bool = True
+    truth_factor: float = 2.0
+    truth_max_gb: float = 4.0  # float64 outputs (and inputs) larger than this: the reference is the truth
+    truth_max_seconds: float = 20.0  # one float64 forward slower than this: likewise
     coverage_flag_below: float = 0.5
     coverage_reject_below: float = 0.0  # zero custom launches is always a reject
     floor_margin: float = 0.9  # faster than margin * bytes floor => hack_detected
@@ -118,7 +132,7 @@ class JudgeConfig:
 
 
 # Options that must be above zero; every other number must be zero or more. All must be finite.
-_POSITIVE = {"seeds", "cpu_threads", "memory_limit_gb", "file_size_limit_gb", "min_iters", "max_iters", "target_ms",
+_POSITIVE = {"seeds", "cpu_threads", "truth_factor", "truth_max_seconds", "memory_limit_gb", "file_size_limit_gb", "min_iters", "max_iters", "target_ms",
              "trusted_target_ms", "input_sets", "server_qps", "server_max_iters", *(f.name for f in fields(Timeouts))}
 _KINDS = {"int": (int,), "float": (int, float), "bool": (bool,)}
 

@@ -1,7 +1,8 @@
 """The judge: evaluate one candidate against one task on one device, stage by stage.
 
 static -> build -> load -> correctness -> timing -> audit. Each candidate runs in a fresh
-sandboxed worker; reference outputs come from a separate trusted worker and are compared here.
+sandboxed worker; each task's trusted worker holds what the outputs should be and compares the
+candidate's outputs with them, seed by seed, without files (exchange.py, expected.py).
 """
 
 from __future__ import annotations
@@ -14,40 +15,51 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 
 from ..tasks import Task
 from .ceilings import best_of
-from .compare import compare_outputs
 from .config import JudgeConfig
 from .device import check_device, describe_device
+from .expected import Facts
 from .locks import device_lock
-from .reference import ReferenceData, TaskRunError
+from .memory import MemoryBudget, memory_budget
+from .reference import JudgeFault, ReferenceData, ReferenceServer, TaskRunError
+from .resources import PeakDisk, builds_bytes, peak_rss
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, hold_still
 from .slowdown import verdict_slowdown
 from .static import check_source
+from .timeouts import CommandTimeouts, command_timeouts
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "8"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times
+JUDGE_VERSION = "9"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted
 
 
-_BASELINE_KINDS = {"reference": "eager", "compiled": "compile", "tunableop": "tunableop"}
+# What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
+# torch.compile at PyTorch's defaults (cuDNN TF32 on: what users run), TunableOp.
+_BASELINE_KINDS = {"reference": "eager", "reference_default": "eager_default", "compiled": "compile_default",
+                   "tunableop": "tunableop"}
 
 
 def baseline_kind(side: str, scenario: str = "offline") -> str:
-    """The name a baseline of `Judge.baseline` is stored under: eager, compile or tunableop,
-    with "@server" for the server scenario."""
+    """The name a baseline of `Judge.baseline` is stored under: eager, eager_default, compile_default or
+    tunableop, with "@server" for the server scenario."""
     kind = _BASELINE_KINDS[side]
     return kind if scenario == "offline" else f"{kind}@{scenario}"
 
 
 def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
+
+
+def self_check_source(task: Task) -> str:
+    """The candidate a self-check judges: the task's own module, its Model as ModelNew."""
+    return f"{task.source}\n\nclass ModelNew(Model):\n    pass\n"
 
 
 def _status_of(name: str) -> Status:
@@ -65,27 +77,47 @@ class _Failed(Exception):
         self.status = status
 
 
-def _check_inputs_kept(out: dict[str, Any], ref: ReferenceData, stage: StageResult, where: str) -> None:
-    """A candidate may modify its inputs only where the reference does."""
-    if out["mutated"] and not ref.mutates_inputs:
+def _uses_triton(source: str) -> bool:
+    return "triton" in source
+
+
+def _check_outputs(a: dict[str, Any], ref: ReferenceData, stage: StageResult, device: str, where: str) -> None:
+    """One seed's outputs as the worker described them: plain tensors on the judge's device, inputs
+    modified only where the reference modifies them, no output sharing memory with an input unless
+    the reference's does."""
+    for j, m in enumerate(a["meta"]):
+        if "shape" not in m:
+            continue
+        if not m["exact_tensor"]:
+            stage.ok = False
+            raise _Failed(Status.HACK_DETECTED, f"output {j} is a {m['type']}, not a plain torch.Tensor (lazy or proxy result)")
+        if m["device"].split(":")[0] != device:
+            stage.ok = False
+            raise _Failed(Status.INCORRECT, f"output {j} is on {m['device']}, expected {device}")
+    if a["mutated"] and not ref.mutates_inputs:
         stage.ok = False
-        raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {out['mutated']} ({where})")
+        raise _Failed(Status.INCORRECT, f"the candidate modified its input(s) {a['mutated']} ({where})")
+    if a["aliases_input"] and not ref.aliases_input:
+        stage.ok = False
+        raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
 
 
 class Judge:
     """Evaluates candidates on one device. Thread-safe: a pool calls `evaluate` from many threads.
 
-    Secret seeds are drawn once per judge; reference data per task is computed once (by a trusted
-    worker) and kept in memory, least recently used first out.
+    Secret seeds are drawn once per judge. Per task, one trusted worker surveys the reference and is
+    kept (the `reference_workers` most recently used tasks): it holds each seed's expected outputs on
+    its device, up to `reference_cache_bytes`, or computes them again per comparison, and compares
+    candidates' outputs with them. Evaluations of one device share its memory through a budget.
     """
 
     def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
-                 device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 8 << 30,
-                 spare_workers: int = 0) -> None:
+                 device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 1 << 30,
+                 reference_workers: int = 4, spare_workers: int = 0) -> None:
         check_device(device)
         self.device = device
         self.device_index = device_index
-        self.cache_dir = Path(cache_dir)
+        self.cache_dir = Path(cache_dir).resolve()  # workers run in their own directories
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.config = config or JudgeConfig()
         self.build_jobs = build_jobs or max(1, (os.cpu_count() or 1))
@@ -95,15 +127,16 @@ class Judge:
         self.binary_seeds = [rng.randrange(1, 2**31) for _ in range(self.config.binary_seeds)]
         self.init_seed = rng.randrange(1, 2**31)
         self._refs: OrderedDict[str, Future[ReferenceData]] = OrderedDict()
+        self._ref_users: dict[str, int] = {}
         self._lock = threading.Lock()
         self._ref_cache_bytes = reference_cache_bytes
+        self._ref_workers = max(1, reference_workers)
         self._ceilings: dict[str, Any] | None = None
         self._ceilings_lock = threading.Lock()  # its own: measuring must not stall reference lookups
-        # The parent compares on the judge's GPU: on the CPU, a GB of output takes seconds per seed.
-        self._compare_device = torch.device("cuda", device_index) if device == "cuda" else None
+        self.memory = MemoryBudget(memory_budget(device, device_index))
         # Spare workers start (import torch and Triton, make their CUDA context) while earlier
         # evaluations run, so a new candidate waits only for its task setup. Each is a fresh
-        # process that has run nothing yet; one evaluation takes up to two (reference, candidate).
+        # process that has run nothing yet.
         self._spare_target = spare_workers
         self._spares: list[WorkerProcess] = []
         self._spares_lock = threading.Lock()
@@ -117,15 +150,23 @@ class Judge:
         return spare or self._new_worker()
 
     def _new_worker(self) -> WorkerProcess:
-        return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs)
+        try:
+            return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs)
+        except OSError as e:  # no room for its directory, no process or file descriptor left
+            raise JudgeFault(f"a worker could not be started: {e}") from None
 
     def close(self) -> None:
-        """Stop the spare workers (evaluations in flight close their own)."""
+        """Stop the spare workers and the tasks' trusted workers (evaluations in flight close their own)."""
         with self._spares_lock:
             spares, self._spares = self._spares, []
             self._spare_target = 0  # a closed judge starts no more spares
+        with self._lock:
+            refs, self._refs = list(self._refs.values()), OrderedDict()
         for w in spares:
             w.close()
+        for f in refs:
+            if f.done() and f.exception() is None:
+                f.result().server.close()
 
     def _setup(self, w: WorkerProcess, role: str, task: Task | None, config: JudgeConfig) -> dict[str, Any]:
         dtype = task.meta.dtype if task else "float32"
@@ -151,51 +192,64 @@ class Judge:
                 held.enter_context(hold_still(w))
             yield
 
-    def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], timed_ops: set[str] = frozenset(),
-                      on_answer: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Run ops in a trusted worker; a failure is the task's fault and raises TaskRunError.
-        `timed_ops` hold the device lock, the others share it; `on_answer` hears each answer as it comes."""
-        cfg = self.config
-        answers = []
-        where = task.key if task else self.device
+    @staticmethod
+    def _trusted(w: WorkerProcess, where: str, cmd: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One command of a trusted worker. Its failure is the task's (TaskRunError), unless the machine
+        failed it: out of memory or disk, or killed from outside (JudgeFault)."""
         try:
-            with self._worker() as w:
-                a = self._setup(w, "reference", task, cfg)
-                if not a["ok"]:
-                    raise TaskRunError(f"{where}: {a['message']}")
-                env = a.get("env", {})
-                for op in ops:
-                    op = {**op, "out_dir": str(w.scratch)}
-                    timed = op["op"] in timed_ops
-                    with self._timing(w, cfg) if timed else self._device(shared=True):
-                        a = w.call(op, timeout=cfg.timeouts.timing if timed else cfg.timeouts.correctness)
-                    if not a["ok"]:
-                        raise TaskRunError(f"{where}: {a['message']}")
-                    if op["op"] == "reference":
-                        # mapped, not copied: the pages outlive the file's removal with the scratch directory
-                        a["loaded"] = [torch.load(w.scratch / f"ref_{i}.pt", weights_only=True, mmap=True) for i in range(len(op["seeds"]))]
-                        a["loaded_binary"] = [torch.load(w.scratch / f"binref_{i}.pt", weights_only=True, mmap=True)
-                                              for i in range(len(a.get("binary", [])))]
-                    a.setdefault("env", env)
-                    answers.append(a)
-                    if on_answer:
-                        on_answer(a)
+            a = w.call(cmd, timeout=timeout)
         except WorkerTimeout as e:
             raise TaskRunError(f"{where}: the reference timed out ({e})") from None
         except WorkerDied as e:
+            if e.outside:
+                raise JudgeFault(f"{where}: the trusted reference worker died: {e}", reference=True) from None
             raise TaskRunError(f"{where}: the reference crashed ({e})") from None
+        if not a["ok"]:
+            if a["status"] == "judge_error":
+                raise JudgeFault(f"{where}: {a['message']}", reference=True, oom=bool(a.get("oom")))
+            raise TaskRunError(f"{where}: {a['message']}")
+        return a
+
+    def _trusted_setup(self, w: WorkerProcess, task: Task | None, where: str) -> dict[str, Any]:
+        try:
+            a = self._setup(w, "reference", task, self.config)
+        except (WorkerDied, WorkerTimeout) as e:
+            raise JudgeFault(f"{where}: a trusted worker did not start: {e}: {w.log_tail(600)}", reference=True) from None
+        if not a["ok"]:
+            if a["status"] == "judge_error":
+                raise JudgeFault(f"{where}: {a['message']}", reference=True)
+            raise TaskRunError(f"{where}: {a['message']}")
+        return a
+
+    def _trusted_call(self, task: Task | None, ops: list[dict[str, Any]], timed_ops: set[str] = frozenset()) -> list[dict[str, Any]]:
+        """Run ops in a fresh trusted worker; `timed_ops` hold the device lock, the others share it."""
+        cfg = self.config
+        answers = []
+        where = task.key if task else self.device
+        with self._worker() as w:
+            env = self._trusted_setup(w, task, where).get("env", {})
+            for op in ops:
+                op = {**op, "out_dir": str(w.scratch)}
+                timed = op["op"] in timed_ops
+                with self._timing(w, cfg) if timed else self._device(shared=True):
+                    a = self._trusted(w, where, op, cfg.timeouts.timing if timed else cfg.timeouts.correctness)
+                a.setdefault("env", env)
+                answers.append(a)
         return answers
 
     # -- trusted data -------------------------------------------------------------------
     def reference(self, task: Task) -> ReferenceData:
-        """The task's trusted reference data (computed once, then cached); blocks until its outputs exist."""
+        """The task's trusted reference data (computed once, then kept); blocks until the survey is done."""
         return self.reference_future(task).result()
 
-    def reference_future(self, task: Task) -> Future[ReferenceData]:
-        """The task's reference data, computed in the background by a trusted worker the first time.
-        The outputs resolve the future; the trusted time (`ReferenceData.trusted`) follows, so
-        candidates check correctness while the reference waits for the device lock."""
-        key = hashlib.sha256(json.dumps([task.key, task.source, task.sizes_for(self.device)]).encode()).hexdigest()
+    def _ref_key(self, task: Task) -> str:
+        return hashlib.sha256(json.dumps([task.key, task.source, task.sizes_for(self.device)]).encode()).hexdigest()
+
+    def reference_future(self, task: Task, budgeted: bool = True) -> Future[ReferenceData]:
+        """The task's reference data, surveyed and timed alone in the background by a trusted worker the
+        first time (while the first candidate builds). The survey and the trusted timing hold what they
+        need of the device's memory budget, unless the caller holds all of it (`budgeted=False`)."""
+        key = self._ref_key(task)
         with self._lock:
             known = self._refs.get(key)
             if known is not None and not (known.done() and known.exception() is not None):  # failures are retried
@@ -203,51 +257,105 @@ class Judge:
                 return known
             future: Future[ReferenceData] = Future()
             self._refs[key] = future
-        threading.Thread(target=self._compute_reference, args=(task, future), daemon=True, name="kc-reference").start()
+        threading.Thread(target=self._compute_reference, args=(task, future, budgeted), daemon=True, name="kc-reference").start()
         return future
 
-    def _compute_reference(self, task: Task, future: Future[ReferenceData]) -> None:
-        trusted: Future[TimingStats] = Future()
+    @contextmanager
+    def _using_reference(self, task: Task) -> Iterator[None]:
+        """An evaluation of `task` is under way: its trusted worker is not evicted meanwhile."""
+        key = self._ref_key(task)
+        with self._lock:
+            self._ref_users[key] = self._ref_users.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._ref_users[key] -= 1
+                if not self._ref_users[key]:
+                    del self._ref_users[key]
+            self._evict_references()
 
-        def on_answer(a: dict[str, Any]) -> None:
-            if "samples" in a:
-                trusted.set_result(TimingStats.side(a, "reference"))
-            elif "loaded" in a:
-                future.set_result(ReferenceData(
-                    outputs=a["loaded"], meta=[o["meta"] for o in a["outputs"]], mutates_inputs=a["mutates_inputs"],
-                    aliases_input=any(o["aliases_input"] for o in a["outputs"]), flops=a["flops"], bytes=a["bytes"],
-                    trusted_future=trusted, env=a["env"], binary=[{k: b[k] for k in ("seed", "p", "share")} for b in a["binary"]],
-                    binary_outputs=a["loaded_binary"]))
-                self._evict_references()
+    def _drop_reference(self, task: Task) -> None:
+        """Forget the task's trusted worker (it failed on the judge's side): the next evaluation starts a new one."""
+        with self._lock:
+            future = self._refs.pop(self._ref_key(task), None)
+        if future is not None and future.done() and future.exception() is None:
+            future.result().server.close()
+
+    def _compute_reference(self, task: Task, future: Future[ReferenceData], budgeted: bool) -> None:
+        trusted: Future[TimingStats] = Future()
+        cfg, where, seeds = self.config, task.key, self.seeds
+        w = self._worker()
+        kept = False
+
+        def hold(nbytes: int) -> AbstractContextManager[Any]:
+            return self.memory.hold(nbytes) if budgeted else nullcontext()
 
         try:
+            env = self._trusted_setup(w, task, where).get("env", {})
             binary = self.binary_seeds if "binary_exact" in task.meta.checks else []
-            self._trusted_call(task, [{"op": "reference", "seeds": self.seeds, "binary_seeds": binary},
-                                      {"op": "prepare_timing", "seeds": self.timing_seeds},
-                                     {"op": "time_reference", "seeds": self.timing_seeds,
-                                      "target_ms": self.config.timing.trusted_target_ms}],
-                               timed_ops={"time_reference"}, on_answer=on_answer)
+            with self._device(shared=True):
+                probe = self._trusted(w, where, {"op": "probe", "seed": seeds[0]}, cfg.timeouts.correctness)
+            # The survey (the reference, a copy of its inputs, the float64 module with its inputs and outputs),
+            # then the reference timed alone (its timing inputs and the rounds' copies), under one hold of the
+            # device's memory: the data is handed out only once both are done, so no evaluation that holds
+            # its own share ever waits for the trusted time while this waits for memory.
+            floats = 4 * (probe["input_bytes"] + probe["output_bytes"]) if cfg.truth else 0
+            survey = 2 * probe["peak_bytes"] + min(floats, int(2.5 * cfg.truth_max_gb * (1 << 30))) + self._ref_cache_bytes
+            timing = (cfg.timing.input_sets + 3) * probe["input_bytes"] + 3 * probe["output_bytes"] + probe["peak_bytes"]
+            with hold(max(survey, timing)):
+                with self._device(shared=True):
+                    a = self._trusted(w, where, {"op": "survey", "seeds": seeds, "binary_seeds": binary,
+                                                 "cache_bytes": self._ref_cache_bytes}, cfg.timeouts.correctness)
+                    self._trusted(w, where, {"op": "prepare_timing", "seeds": self.timing_seeds}, cfg.timeouts.correctness)
+                with self._timing(w, cfg):
+                    t = self._trusted(w, where, {"op": "time_reference", "seeds": self.timing_seeds, "release_inputs": True,
+                                                 "target_ms": cfg.timing.trusted_target_ms}, cfg.timeouts.timing)
+            trusted.set_result(TimingStats.side(t, "reference"))
+            ref = ReferenceData(Facts(**a["facts"]), flops=a["flops"], bytes=a["bytes"], param_bytes=a["param_bytes"],
+                                trusted_future=trusted, server=ReferenceServer(w, where), env={**env, **a["env"]})
+            kept = True
+            future.set_result(ref)
+            with self._lock:
+                orphaned = self._refs.get(self._ref_key(task)) is not future
+            if orphaned:  # an evaluation retried alone started its own meanwhile: this one is no one's
+                ref.server.close()
+            self._evict_references()
         except BaseException as e:  # noqa: BLE001 - whoever waits on the data gets the error
             for f in (future, trusted):
                 if not f.done():
                     f.set_exception(e)
+            if not kept:
+                w.close()
 
     def _evict_references(self) -> None:
-        """Least recently used reference outputs out while they hold more than the budget."""
+        """The least recently used tasks' trusted workers closed while more are kept than allowed
+        (never one an evaluation is using)."""
+        evicted = []
         with self._lock:
-            done = [k for k, f in self._refs.items() if f.done() and f.exception() is None]
-            size = sum(self._refs[k].result().held_bytes for k in done)
-            while len(done) > 1 and size > self._ref_cache_bytes:
-                size -= self._refs.pop(done.pop(0)).result().held_bytes
+            live = [k for k, f in self._refs.items() if f.done() and f.exception() is None]
+            excess = len(live) - self._ref_workers
+            for k in live:
+                if excess <= 0:
+                    break
+                if self._ref_users.get(k, 0) == 0:
+                    evicted.append(self._refs.pop(k).result().server)
+                    excess -= 1
+        for server in evicted:
+            server.close()
 
     def baseline(self, task: Task, compiled: bool = True, tunableop: bool = False,
-                 scenario: str = "offline") -> dict[str, TimingStats]:
-        """Reference times by the recipe, in a trusted worker: eager ("reference"), torch.compile
-        ("compiled"), and PyTorch's TunableOp ("tunableop", CUDA only), offline or server."""
-        _, a = self._trusted_call(task, [{"op": "prepare_timing", "seeds": self.timing_seeds},
-                                         {"op": "time_reference", "seeds": self.timing_seeds, "compiled": compiled,
-                                          "tunableop": tunableop, "scenario": scenario}],
-                                  timed_ops={"time_reference"})
+                 scenario: str = "offline", defaults: bool = True) -> dict[str, TimingStats]:
+        """Reference times by the recipe, in a trusted worker: eager under the judge's strict precision
+        ("reference"); with `defaults`, eager at PyTorch's default precision ("reference_default") and,
+        with `compiled`, torch.compile at those defaults ("compiled", compiled before the device lock
+        is taken); PyTorch's TunableOp ("tunableop", CUDA only). Offline or server."""
+        seeds = self.timing_seeds
+        *_, a = self._trusted_call(task, [{"op": "prepare_timing", "seeds": seeds},
+                                          {"op": "prepare_baselines", "seeds": seeds, "compiled": compiled and defaults},
+                                          {"op": "time_reference", "seeds": seeds, "defaults": defaults,
+                                           "tunableop": tunableop, "scenario": scenario}],
+                                   timed_ops={"time_reference"})
         return {name: TimingStats.side(a, name) for name in a["samples"]}
 
     def ceilings(self, refresh: bool = False) -> dict[str, Any]:
@@ -275,36 +383,87 @@ class Judge:
         (a,) = self._trusted_call(task, [{"op": "vet", "seeds": self.seeds[:seeds] or [1, 2, 3]}])
         return a
 
+
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, task: Task, source: str, config: JudgeConfig | None = None) -> Verdict:
-        """One verdict for `source` on `task`. Raises TaskRunError only if the task itself fails."""
-        cfg = config or self.config
-        v = Verdict(status=Status.CORRECT, task=task.key, device=self.device, candidate_hash=source_hash(source))
+        """One verdict for `source` on `task`. Raises TaskRunError only if the task itself fails.
+        A failure on the judge's side (JudgeFault) is retried once in fresh workers (holding the
+        device alone where the candidate ran out of device memory next to other evaluations); a
+        second one gives the status judge_error, which is never the candidate's."""
+        return self._evaluate(task, source, config or self.config, self_check=False)
+
+    def self_check(self, task: Task, config: JudgeConfig | None = None) -> Verdict:
+        """The task's own reference judged as the candidate (`kernelcraft self-check`): it must come out
+        correct, at 1.00x within the noise band, with no judge_error. The candidate is built here from
+        the task alone, so this mode, which lets library calls do the work (no static rules, no
+        coverage reject), never judges a candidate's source."""
+        return self._evaluate(task, self_check_source(task), config or self.config, self_check=True)
+
+    def _evaluate(self, task: Task, source: str, cfg: JudgeConfig, self_check: bool) -> Verdict:
         t0 = time.perf_counter()
-        report = check_source(source, enforce=cfg.static_checks)
-        v.flags += [Flag(code, msg) for code, msg in report.flags]
-        v.stages.append(StageResult("static", report.ok, time.perf_counter() - t0, report.message()))
-        if not report.ok:
-            v.status, v.message = Status.STATIC_REJECTED, report.message()
-            return v
-        self.ceilings()
-        # The trusted reference (first candidate of a task only) runs while the candidate's worker
-        # starts and builds: a CUDA build takes half a minute, the reference a few seconds.
-        ref_future = self.reference_future(task)
-        try:
-            with self._worker() as w:
-                audit = self._run_candidate(w, task, source, ref_future, cfg, v, report.kernel_names)
-            v.stages.append(audit)
-            ref = ref_future.result()
-            v.trusted_reference = ref.trusted  # waits for the reference's own timing
-            self._audit(task, v, audit, ref, cfg)
-        except _Failed as f:
-            v.status, v.message = f.status, str(f)
-        except WorkerTimeout as e:
-            stage = v.stages[-1].name if v.stages and not v.stages[-1].ok else "unknown"
-            v.status, v.message = Status.TIMEOUT, f"{stage}: {e}; the worker's process group was killed"
-        self._attach_reference(v, ref_future.result())  # a task that fails to run raises TaskRunError here
+        report = check_source(source, enforce=cfg.static_checks and not self_check)
+        static = StageResult("static", report.ok, time.perf_counter() - t0, report.message())
+        faults: list[str] = []
+        alone = False
+        for _ in range(2):
+            v = Verdict(status=Status.CORRECT, task=task.key, device=self.device, candidate_hash=source_hash(source),
+                        flags=[Flag(code, msg) for code, msg in report.flags], stages=[static])
+            if not report.ok:
+                v.status, v.message = Status.STATIC_REJECTED, report.message()
+                return v
+            if self_check:
+                v.env["self_check"] = True
+            try:
+                self._attempt(task, source, cfg, v, report.kernel_names, alone, self_check)
+                break
+            except JudgeFault as f:
+                faults.append(str(f))
+                if f.reference:
+                    self._drop_reference(task)
+                alone = alone or f.oom
+        else:
+            v.status = Status.JUDGE_ERROR
+            v.message = f"the judge failed, not the candidate: {faults[-1]} (retried once in fresh workers)"
+        if faults:
+            v.env["judge_faults"] = faults
+        v.resources["wall_s"] = time.perf_counter() - t0
         return v
+
+    def _attempt(self, task: Task, source: str, cfg: JudgeConfig, v: Verdict, names: set[str], alone: bool,
+                 self_check: bool) -> None:
+        """Everything after the static check, once: build, load, correctness, timing, audit."""
+        self.ceilings()
+        with ExitStack() as alone_hold, self._using_reference(task):
+            if alone:  # a retry after the device ran out of memory: nothing else runs on it meanwhile
+                alone_hold.enter_context(self.memory.hold(self.memory.total))
+                with self._lock:  # a survey still waiting for memory would wait on this evaluation: its own instead
+                    pending = self._refs.get(self._ref_key(task))
+                    if pending is not None and not pending.done():
+                        del self._refs[self._ref_key(task)]
+            # The trusted reference (first candidate of a task only) runs while the candidate's worker
+            # starts and builds: a CUDA build takes half a minute, the reference a few seconds.
+            ref_future = self.reference_future(task, budgeted=not alone)
+            try:
+                with ExitStack() as budget, ExitStack() as held:  # the device memory goes back after the worker
+                    w = held.enter_context(self._worker())
+                    held.callback(lambda: v.resources.update(candidate_host_peak_bytes=peak_rss(w.proc.pid)))
+                    disk = PeakDisk(w.scratch)
+                    held.callback(lambda: v.resources.update(disk_peak_bytes=disk.peak + builds_bytes(self.cache_dir, v)))
+                    held.enter_context(disk)
+                    audit = self._run_candidate(w, task, source, ref_future, cfg, v, names, alone, budget, self_check)
+                v.stages.append(audit)
+                ref = ref_future.result()
+                v.trusted_reference = ref.trusted  # waits for the reference's own timing
+                self._audit(task, v, audit, ref, cfg)
+            except _Failed as f:
+                v.status, v.message = f.status, str(f)
+            except WorkerTimeout as e:
+                stage = v.stages[-1].name if v.stages and not v.stages[-1].ok else "unknown"
+                v.status, v.message = Status.TIMEOUT, f"{stage}: {e}; the worker's process group was killed"
+            ref = ref_future.result()  # a task that fails to run raises TaskRunError here, a judge fault JudgeFault
+            v.resources.update(reference_host_peak_bytes=peak_rss(ref.server.worker.proc.pid),
+                               reference_device_bytes=ref.facts.peak_bytes, reference_cached=ref.facts.cached)
+        self._attach_reference(v, ref)
 
     @staticmethod
     def _attach_reference(v: Verdict, ref: ReferenceData) -> None:
@@ -312,39 +471,62 @@ class Judge:
             v.trusted_reference = ref.trusted
         v.env = {**ref.env, "judge_version": JUDGE_VERSION, **v.env}
 
+    def _command(self, w: WorkerProcess, stage: StageResult, cmd: dict[str, Any], timeout: float, fail_status: Status,
+                 alone: bool = False) -> dict[str, Any]:
+        """One command of the candidate's worker as part of `stage`. A failure ends the evaluation with
+        a status; the machine's failures (an answer of judge_error, a worker killed from outside, a
+        candidate out of device memory on a device it shared) raise JudgeFault."""
+        try:
+            a = w.call(cmd, timeout=timeout)
+        except WorkerTimeout as e:
+            stage.ok, stage.message = False, str(e)
+            raise
+        except WorkerDied as e:
+            tail = w.log_tail(600)
+            stage.ok, stage.message = False, f"{e}" + (f"; last output: {tail}" if tail else "")
+            if e.outside:
+                raise JudgeFault(f"{stage.name}: {stage.message}") from None
+            raise _Failed(fail_status, f"{stage.name}: {stage.message}") from None
+        if not a["ok"]:
+            stage.ok, stage.message = False, a["message"]
+            if a["status"] == "judge_error":
+                raise JudgeFault(f"{stage.name}: {a['message']}")
+            if a["status"] == "task_error":
+                raise TaskRunError(a["message"])
+            if a.get("oom") and not alone:
+                raise JudgeFault(f"{stage.name}: out of device memory on a device shared with other evaluations: {a['message']}",
+                                 oom=True)
+            raise _Failed(_status_of(a["status"]), a["message"])
+        return a
+
     def _step(self, w: WorkerProcess, v: Verdict, stage: str, cmd: dict[str, Any], timeout: float,
-              fail_status: Status) -> dict[str, Any]:
-        """One command as (part of) a stage; failures end the evaluation with a status."""
+              fail_status: Status, alone: bool = False) -> dict[str, Any]:
+        """One command as (part of) a stage, appended to the verdict; failures end the evaluation with a status."""
         t0 = time.perf_counter()
         result = StageResult(stage, False)
         v.stages.append(result)
         try:
-            a = w.call(cmd, timeout=timeout)
-        except WorkerDied as e:
+            a = self._command(w, result, cmd, timeout, fail_status, alone)
+        finally:
             result.seconds = time.perf_counter() - t0
-            tail = w.log_tail(600)
-            result.message = f"{e}" + (f"; last output: {tail}" if tail else "")
-            raise _Failed(fail_status, f"{stage}: {result.message}") from None
-        result.seconds = time.perf_counter() - t0
-        if not a["ok"]:
-            result.message = a["message"]
-            status = _status_of(a["status"])
-            if a["status"] == "task_error":
-                raise TaskRunError(f"{v.task}: {a['message']}")
-            raise _Failed(status, a["message"])
         result.ok = True
         return a
 
     def _run_candidate(self, w: WorkerProcess, task: Task, source: str, ref_future: Future[ReferenceData],
-                       cfg: JudgeConfig, v: Verdict, static_names: set[str]) -> StageResult:
-        """Build, load, correctness, timing and coverage; returns the audit stage begun by coverage."""
+                       cfg: JudgeConfig, v: Verdict, static_names: set[str], alone: bool, held: ExitStack,
+                       self_check: bool = False) -> StageResult:
+        """Build, load, correctness, timing and coverage; returns the audit stage begun by coverage.
+        `held` keeps the device memory the evaluation takes until its worker is gone. A self-check
+        (the reference as its own candidate) has no kernels of its own: coverage is reported only."""
         t0 = time.perf_counter()
         try:
             a = self._setup(w, "candidate", task, cfg)
-        except WorkerDied as e:
-            raise _Failed(Status.RUNTIME_ERROR, f"worker failed to start: {e}: {w.log_tail(600)}") from None
+        except (WorkerDied, WorkerTimeout) as e:
+            raise JudgeFault(f"a worker did not start: {e}: {w.log_tail(600)}") from None
         if not a["ok"]:
-            raise _Failed(Status.RUNTIME_ERROR, a["message"])
+            if a["status"] == "task_error":
+                raise TaskRunError(f"{task.key}: {a['message']}")
+            raise JudgeFault(f"a worker could not be set up: {a['message']}")
         # Waiting for the worker is isolation overhead; the task's own setup (its module, its model on
         # the device) is work a one-process harness does too. Both are recorded with load.
         spawn_s = time.perf_counter() - t0
@@ -356,13 +538,17 @@ class Judge:
             a = w.call({"op": "load", "candidate_source": source, "task_source": task.source}, timeout=timeouts.build + timeouts.load)
         except WorkerDied as e:
             v.stages.append(StageResult("build", False, time.perf_counter() - t1, str(e)))
+            if e.outside:
+                raise JudgeFault(f"load: {e}") from None
             raise _Failed(Status.LOAD_FAILED, f"load: {e}: {w.log_tail(600)}") from None
         except WorkerTimeout:
             v.stages.append(StageResult("build", False, time.perf_counter() - t1, "timed out"))
             raise
         build_s = float(a.get("build_s", 0.0))
-        if not a["ok"] and a["status"] == "build_failed":
+        if not a["ok"] and a["status"] in ("build_failed", "judge_error"):
             v.stages.append(StageResult("build", False, build_s, a["message"]))
+            if a["status"] == "judge_error":
+                raise JudgeFault(f"build: {a['message']}")
             raise _Failed(Status.BUILD_FAILED, a["message"])
         v.stages.append(StageResult("build", True, build_s, details={"keys": a.get("build_keys", [])}))
         load_s = time.perf_counter() - t1 - build_s
@@ -374,49 +560,10 @@ class Judge:
                                                                     "task_setup_s": task_setup_s}))
 
         ref = ref_future.result()
-        # correctness: the candidate's outputs against the trusted reference's, every element, every seed
-        first_out = next((t for t in ref.outputs[0] if hasattr(t, "numel")), None) if ref.outputs else None
-        guard_bytes = (first_out.numel() * first_out.element_size() if first_out is not None else 0) \
-            if "guard_zones" in task.meta.checks else None
-        with self._device(shared=True):  # the outputs are compared on the device too
-            a = self._step(w, v, "correctness", {"op": "run", "seeds": self.seeds, "out_dir": str(w.scratch),
-                                                 "poison_bytes": 2 * ref.output_bytes + (64 << 20),
-                                                 "binary": [{"seed": b["seed"], "p": b["p"]} for b in ref.binary[:cfg.binary_seeds]],
-                                                 "guard_output_bytes": guard_bytes},
-                           timeouts.correctness, Status.RUNTIME_ERROR)
-            stage = v.stages[-1]
-            atol, rtol = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
-            worst: dict[str, float] = {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0}
-            for i, out in enumerate(a["outputs"]):
-                for j, m in enumerate(out["meta"]):
-                    if m.get("type", "").endswith("Tensor") or "shape" in m:
-                        if not m["exact_tensor"]:
-                            stage.ok = False
-                            raise _Failed(Status.HACK_DETECTED, f"output {j} is a {m['type']}, not a plain torch.Tensor (lazy or proxy result)")
-                        if m["device"].split(":")[0] != self.device:
-                            stage.ok = False
-                            raise _Failed(Status.INCORRECT, f"output {j} is on {m['device']}, expected {self.device}")
-                _check_inputs_kept(out, ref, stage, f"seed {i}")
-                if out["aliases_input"] and not ref.aliases_input:
-                    stage.ok = False
-                    raise _Failed(Status.INCORRECT, "an output shares memory with an input; the reference returns new tensors")
-                got = torch.load(w.scratch / f"cand_{i}.pt", weights_only=True, mmap=True)
-                m = compare_outputs(got, ref.outputs[i], atol, rtol, self._compare_device)
-                del got
-                if not m.ok:
-                    stage.ok = False
-                    stage.details = m.to_dict()
-                    raise _Failed(Status.INCORRECT, f"seed {i + 1}/{len(self.seeds)}: {m.describe()} (atol={atol:g}, rtol={rtol:g})")
-                worst = {k: max(worst[k], getattr(m, k)) for k in worst}
-            v.errors = worst
-            stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst,
-                             "native_thread_growth": a.get("native_thread_growth", 0)}
-            if a["binary"]:
-                stage.details["binary_exact"] = self._check_binary(w, a["binary"], ref, stage)
-        if guard_bytes is not None:
-            stage.details["guard_zones"] = {"output": a["guards"]}
-        if a.get("native_thread_growth", 0) > 0:
-            v.flags.append(Flag("native_threads", f"{a['native_thread_growth']} native thread(s) appeared during the candidate's calls"))
+        if not alone:  # (alone, the evaluation holds the whole budget already)
+            held.enter_context(self.memory.hold(ref.device_need(cfg.timing.input_sets)))
+        times = command_timeouts(cfg, ref.facts, triton=_uses_triton(source), cpu=self.device == "cpu")
+        stage = self._correctness(w, task, ref, cfg, v, times, alone)
 
         check_sizes = task.meta.sizes.get("check")
         if cfg.second_shape and check_sizes:
@@ -430,8 +577,9 @@ class Judge:
 
         # timing: ABAB against the reference in the candidate's process, device lock held
         with self._device(shared=True):
-            self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR)
-        self._time(w, v, cfg, v.stages.pop().seconds)
+            self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR,
+                       alone)
+        self._time(w, v, cfg, v.stages.pop().seconds, times.timing, alone)
         # A reject for a slowed reference must not rest on one measurement: a host busy for a
         # moment slows both sides of every sample alike. A candidate that slows the reference does
         # so again; the verdict keeps the second measurement either way. A large win is timed again
@@ -443,7 +591,7 @@ class Judge:
         suspect = slowed > cfg.slowed_reference_reject
         if suspect or (win and v.speedup > cfg.timing.remeasure_above):
             first = v.speedup
-            self._time(w, v, cfg, v.stages.pop().seconds)
+            self._time(w, v, cfg, v.stages.pop().seconds, times.timing, alone)
             again = verdict_slowdown(v, ref.trusted).ratio
             v.stage("timing").details["retimed"] = {"speedup": first, "reference_vs_trusted": slowed}
             if suspect or abs(v.speedup - first) > 0.1 * first:
@@ -456,10 +604,13 @@ class Judge:
         # Zero launches of the candidate's own kernels is a reject.
         with self._device():
             a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0], "kernel_names": sorted(static_names)},
-                           timeouts.profile, Status.RUNTIME_ERROR)
+                           times.profile, Status.RUNTIME_ERROR, alone)
         audit = v.stages.pop()
+        v.resources.update(candidate_device_peak_bytes=a.get("device_peak_bytes", 0))
         audit.details["coverage"] = {k: a.get(k) for k in ("coverage", "custom_launches", "calls", "custom_kernels", "top_other")}
         v.coverage = float(a.get("coverage", 0.0))
+        if self_check:
+            return audit
         reject = None
         if a["custom_launches"] == 0:
             reject = "no custom kernel ran during forward: the work was done by PyTorch (decoy kernel or fallback)"
@@ -477,22 +628,84 @@ class Judge:
             v.flags.append(Flag("low_coverage", f"only {v.coverage:.0%} of the time is spent in the candidate's own kernels"))
         return audit
 
-    def _time(self, w: WorkerProcess, v: Verdict, cfg: JudgeConfig, earlier_s: float) -> None:
+    def _correctness(self, w: WorkerProcess, task: Task, ref: ReferenceData, cfg: JudgeConfig, v: Verdict,
+                     times: CommandTimeouts, alone: bool) -> StageResult:
+        """The candidate on every secret seed (and the 0/1 inputs of a binary_exact task), one seed at
+        a time: its worker shares the outputs, the task's trusted worker compares them with what they
+        should be, and the worker lets them go before the next seed."""
+        atol, rtol = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
+        guard_bytes = ref.first_output_bytes() if "guard_zones" in task.meta.checks else None
+        calls = [("seed", i, seed, None, f"forward on seed {i}") for i, seed in enumerate(self.seeds)]
+        calls += [("binary", j, b["seed"], b["p"], f"forward on 0/1 inputs {j}") for j, b in enumerate(ref.binary[:cfg.binary_seeds])]
+        stage = StageResult("correctness", True)
+        v.stages.append(stage)
+        worst = {"max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0, "ref_max_abs": 0.0, "ref_rel_l2": 0.0}
+        binary, guards, growth = [], [], 0
+        t0 = time.perf_counter()
+        try:
+            for n, (kind, i, seed, p, when) in enumerate(calls):
+                cmd = {"op": "run_seed", "seed": seed, "binary_p": p, "when": when, "poison_bytes": 2 * ref.output_bytes + (64 << 20),
+                       "guard_output_bytes": guard_bytes}
+                with self._device(shared=not alone):
+                    a = self._command(w, stage, cmd, times.first_call if n == 0 else times.run_seed, Status.RUNTIME_ERROR, alone)
+                    _check_outputs(a, ref, stage, self.device, f"seed {i}" if kind == "seed" else f"0/1 inputs {i}")
+                    found = ref.server.compare(kind, i, a, w, (atol, rtol) if kind == "seed" else (0.0, 0.0),
+                                               cfg.truth_factor, times.compare)
+                    self._command(w, stage, {"op": "release"}, times.run_seed, Status.RUNTIME_ERROR, alone)
+                growth = max(growth, int(a.get("native_thread_growth", 0)))
+                guards.append(a.get("guard"))
+                bad = next((m for m in found if not m.ok), None)
+                if bad is not None:
+                    stage.ok, stage.details = False, bad.to_dict()
+                    if bad.forged:
+                        raise _Failed(Status.HACK_DETECTED, bad.reason)
+                    if kind == "seed":
+                        raise _Failed(Status.INCORRECT, f"seed {i + 1}/{len(self.seeds)}: {bad.describe()} (atol={atol:g}, rtol={rtol:g})")
+                    raise _Failed(Status.INCORRECT, f"inputs of 0s and 1s (ones with probability {p:.3g}), compared exactly: "
+                                                    f"{bad.describe()}")
+                if kind == "seed":
+                    worst = {k: max(val, *(getattr(m, k) for m in found)) for k, val in worst.items()}
+                else:
+                    binary.append({"p": p, "checked": sum(m.total for m in found), "share": ref.binary[i]["share"]})
+        finally:
+            stage.seconds = time.perf_counter() - t0
+        v.errors = worst
+        # The timed calls' spot checks take the truth's word too, where the reference leaves its inputs be
+        # (the worker computes it from the reference's copy of a round's inputs).
+        by_truth = ref.facts.truth == "float64" and not ref.facts.mutates_inputs
+        stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst, "truth": ref.facts.truth,
+                         "truth_factor": cfg.truth_factor, "spot_checks_by_truth": by_truth, "native_thread_growth": growth,
+                         "timeouts": {"run_s": times.run_seed, "first_call_s": times.first_call, "timing_s": times.timing,
+                                      "scaled": times.scaled}}
+        if binary:
+            stage.details["binary_exact"] = binary
+        if guard_bytes is not None:
+            stage.details["guard_zones"] = {"output": guards}
+        # On the CPU the worker holds native threads to the reference's thread count (guards.ThreadWatch:
+        # beyond one OpenMP pool per runtime is hack_detected), so growth there is an honest pool.
+        if growth > 0 and self.device != "cpu":
+            v.flags.append(Flag("native_threads", f"{growth} native thread(s) appeared during the candidate's calls"))
+        return stage
+
+    def _time(self, w: WorkerProcess, v: Verdict, cfg: JudgeConfig, earlier_s: float, timeout: float, alone: bool) -> None:
         """One ABAB measurement of candidate and reference (offline, then the server scenario if
-        asked) under the exclusive device lock; sets the verdict's times, speedup and noise band and
-        appends the timing stage, which also counts `earlier_s` (input preparation, an earlier try)."""
-        timeouts = cfg.timeouts
-        cmd = {"op": "time", "seeds": self.timing_seeds}
+        asked) under the exclusive device lock, each command given `timeout` seconds; sets the
+        verdict's times, speedup and noise band and appends the timing stage, which also counts
+        `earlier_s` (input preparation, an earlier try). `alone`: the evaluation holds the device's
+        whole memory (a candidate out of memory then is out of memory on its own)."""
+        correctness = v.stage("correctness")
+        truth = bool(correctness and correctness.details.get("spot_checks_by_truth"))
+        cmd = {"op": "time", "seeds": self.timing_seeds, "truth": truth, "truth_factor": cfg.truth_factor}
         waited = time.perf_counter()
         with self._timing(w, cfg):
             waited = time.perf_counter() - waited
-            a, ref_t, cand_t = self._measure(w, v, cmd, timeouts.timing)
+            a, ref_t, cand_t = self._measure(w, v, cmd, timeout, alone)
             v.stages[-1].seconds += earlier_s
             # A measurement whose reference scattered widely (a busy host) is taken again, a few
             # times at most, and the quietest kept: its band would hide any speedup.
             spreads = [ref_t.rel_spread]
             while spreads[-1] > cfg.timing.retime_spread_above and len(spreads) <= cfg.timing.noisy_retimes:
-                b, b_ref, b_cand = self._measure(w, v, cmd, timeouts.timing)
+                b, b_ref, b_cand = self._measure(w, v, cmd, timeout, alone)
                 v.stages.pop()
                 spreads.append(b_ref.rel_spread)
                 if b_ref.rel_spread < ref_t.rel_spread:
@@ -501,7 +714,7 @@ class Judge:
                 v.flags.append(Flag("noisy_timing", "the reference scattered widely; timed again: half-IQR "
                                                     + ", ".join(f"{s:.0%}" for s in spreads) + ", the quietest kept"))
             if cfg.timing.server:
-                c = self._step(w, v, "timing", {**cmd, "scenario": "server"}, timeouts.timing, Status.RUNTIME_ERROR)
+                c = self._step(w, v, "timing", {**cmd, "scenario": "server"}, timeout, Status.RUNTIME_ERROR, alone)
                 v.stages.pop()
                 sref, scand = TimingStats.side(c, "reference"), TimingStats.side(c, "candidate")
                 v.scenarios["server"] = {"qps": cfg.timing.server_qps, "speedup": sref.median_ms / scand.median_ms,
@@ -517,31 +730,12 @@ class Judge:
                                 "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms"), "cpus": a.get("cpus")}
         v.env["clocks"] = a["clocks"]
 
-    def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any],
-                 timeout: float) -> tuple[dict[str, Any], TimingStats, TimingStats]:
+    def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any], timeout: float,
+                 alone: bool) -> tuple[dict[str, Any], TimingStats, TimingStats]:
         """One timing command in the worker (it appends a timing stage): the worker's answer and
         the reference's and the candidate's statistics."""
-        a = self._step(w, v, "timing", cmd, timeout, Status.RUNTIME_ERROR)
+        a = self._step(w, v, "timing", cmd, timeout, Status.RUNTIME_ERROR, alone)
         return a, TimingStats.side(a, "reference"), TimingStats.side(a, "candidate")
-
-    def _check_binary(self, w: WorkerProcess, outputs: list[dict[str, Any]], ref: ReferenceData,
-                      stage: StageResult) -> list[dict[str, Any]]:
-        """The binary_exact check: on inputs of 0s and 1s every checkable element must equal the
-        float64 reference exactly (a dropped term, a wrong index or a lower-precision product shows
-        as an integer off, where random inputs hide it inside the tolerance)."""
-        checked = []
-        for i, (out, info) in enumerate(zip(outputs, ref.binary)):
-            _check_inputs_kept(out, ref, stage, f"0/1 inputs {i}")
-            got = torch.load(w.scratch / f"bin_{i}.pt", weights_only=True, mmap=True)
-            m = compare_outputs(got, ref.binary_outputs[i], 0.0, 0.0, self._compare_device, nan_skips=True)
-            del got
-            if not m.ok:
-                stage.ok = False
-                stage.details = {"binary_exact": m.to_dict()}
-                raise _Failed(Status.INCORRECT, f"inputs of 0s and 1s (ones with probability {info['p']:.3g}), compared exactly: "
-                                                f"{m.describe()}")
-            checked.append({"p": info["p"], "checked": m.total, "share": info["share"]})
-        return checked
 
     def _audit(self, task: Task, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig) -> None:
         """Physical floor, slowed reference, clocks: the last word on a correct candidate."""
@@ -558,7 +752,7 @@ class Judge:
         if v.speedup > cfg.timing.remeasure_above:
             # A large win is checked against a fresh trusted time too: a trusted time inflated by
             # a busy machine would otherwise hide a slowed reference.
-            alone_now = self.baseline(task, compiled=False)["reference"]
+            alone_now = self.baseline(task, compiled=False, defaults=False)["reference"]
             if alone_now.median_ms < v.trusted_reference.median_ms:
                 v.trusted_reference = alone_now
         slowdown = verdict_slowdown(v, v.trusted_reference)
@@ -574,7 +768,7 @@ class Judge:
             # A reject must not rest on a trusted time from another moment: a reference still slow
             # alone now means a busy host, not the candidate.
             if alone_now is None:
-                alone_now = self.baseline(task, compiled=False)["reference"]
+                alone_now = self.baseline(task, compiled=False, defaults=False)["reference"]
             stage.details["reference_vs_trusted_now"] = verdict_slowdown(v, alone_now).ratio
             slowed = min(slowed, stage.details["reference_vs_trusted_now"])
         if cand_ms < cfg.floor_margin * bytes_floor_ms:

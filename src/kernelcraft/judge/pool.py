@@ -86,6 +86,20 @@ class LocalPool:
     def submit(self, job: Job) -> "Future[Result]":
         return self._executor.submit(self._run, next(self._next), job)
 
+    @staticmethod
+    def _run_self_check(judge: Judge, job: Job) -> Result:
+        started = time.time()
+        try:
+            result = Result(job, judge.self_check(job.task, config=job.config))
+        except TaskRunError as e:
+            result = Result(job, None, str(e))
+        result.started, result.finished = started, time.time()
+        return result
+
+    def submit_self_check(self, task: Task) -> "Future[Result]":
+        """The task's reference judged as its own candidate (Judge.self_check); the job's source is empty."""
+        return self._executor.submit(self._run_self_check, next(self._next), Job(task, ""))
+
     def map(self, jobs: Iterable[Job]) -> Iterator[Result]:
         """Results in completion order. Jobs that compile an extension start first, so that the
         longest evaluations overlap the others instead of trailing at the end."""

@@ -1,12 +1,18 @@
-"""Trusted reference data for a task on a device: outputs for the secret seeds (held in the
-parent's memory only), FLOPs and bytes, and the reference timed alone."""
+"""Trusted reference data for a task on a device (parent side): what the trusted worker learned of
+the reference (expected.Facts), FLOPs and bytes, the reference timed alone, and the trusted worker
+itself, kept alive per task to compare candidates' outputs with the seeds' expected outputs."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
+from .compare import Mismatch
+from .expected import Facts
+from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
 from .verdict import TimingStats
 
 
@@ -14,20 +20,82 @@ class TaskRunError(Exception):
     """The task itself (not a candidate) failed to run; one line for the user."""
 
 
+class JudgeFault(Exception):
+    """The judge's own failure, never the candidate's: a full disk, a trusted worker out of memory or
+    killed, a worker that cannot start, a lost device. `reference`: the task's trusted worker failed
+    (a retry starts a new one); `oom`: the candidate ran out of device memory on a device it shared
+    (a retry holds the device alone)."""
+
+    def __init__(self, cause: str, *, reference: bool = False, oom: bool = False) -> None:
+        super().__init__(cause)
+        self.reference = reference
+        self.oom = oom
+
+
+class ReferenceServer:
+    """The trusted worker of one task: it surveyed the reference, holds (or recomputes) each secret
+    seed's expected outputs and their float64 truth, and compares candidates' outputs with them, one
+    comparison at a time. Evictable only while no evaluation uses it. Whoever sends it a command
+    holds `lock` (after the device lock, never before: the order every holder keeps)."""
+
+    def __init__(self, worker: WorkerProcess, where: str) -> None:
+        self.worker = worker
+        self.where = where
+        self.lock = threading.Lock()
+        self._users = 0
+        self._users_lock = threading.Lock()
+
+    @contextmanager
+    def in_use(self) -> Iterator["ReferenceServer"]:
+        with self._users_lock:
+            self._users += 1
+        try:
+            yield self
+        finally:
+            with self._users_lock:
+                self._users -= 1
+
+    @property
+    def idle(self) -> bool:
+        with self._users_lock:
+            return self._users == 0
+
+    def compare(self, kind: str, index: int, run: dict[str, Any], candidate: WorkerProcess, tolerance: tuple[float, float],
+                truth_factor: float, timeout: float) -> list[Mismatch]:
+        """One seed's outputs as the candidate's worker shared them (`run`: its run_seed answer) against
+        what they should be. Raises JudgeFault when the trusted worker fails; a description the
+        candidate's process forged or broke comes back as a mismatch marked `forged`."""
+        cpu = any(t is not None and t.get("file_offset") is not None for t in run["tensors"])
+        cmd = {"op": "compare", "kind": kind, "index": index, "tensors": run["tensors"], "values": run["values"],
+               "atol": tolerance[0], "rtol": tolerance[1], "k": truth_factor, "memfd": cpu}
+        with self.lock:
+            try:
+                if cpu:
+                    self.worker.send_fd(candidate.memfd)
+                a = self.worker.call(cmd, timeout=timeout)
+            except (WorkerDied, WorkerTimeout, OSError) as e:
+                raise JudgeFault(f"the trusted reference worker of {self.where} failed while comparing: {e}",
+                                 reference=True) from None
+        if not a["ok"]:
+            if a["status"] == "hack_detected":
+                return [Mismatch(False, reason=a["message"], forged=True)]
+            raise JudgeFault(f"the trusted reference worker of {self.where} failed while comparing: {a['message']}",
+                             reference=True)
+        return [Mismatch(**m) for m in a["mismatches"]]
+
+    def close(self) -> None:
+        self.worker.close()
+
+
 @dataclass
 class ReferenceData:
-    outputs: list[list[Any]]  # per correctness seed, the flattened forward result (CPU tensors)
-    meta: list[list[dict[str, Any]]]
-    mutates_inputs: bool
-    aliases_input: bool
+    facts: Facts
     flops: int
     bytes: int
-    trusted_future: Future[TimingStats]  # the reference timed alone; measured after the outputs
+    param_bytes: int
+    trusted_future: Future[TimingStats]  # the reference timed alone; measured after the survey
+    server: ReferenceServer
     env: dict[str, Any] = field(default_factory=dict)
-    # The binary_exact check: per 0/1 input set, its seed and share of ones, and the exact outputs
-    # (NaN where the task's dtype cannot hold the exact value).
-    binary: list[dict[str, Any]] = field(default_factory=list)
-    binary_outputs: list[list[Any]] = field(default_factory=list)
 
     @property
     def trusted(self) -> TimingStats:
@@ -35,10 +103,40 @@ class ReferenceData:
         return self.trusted_future.result()
 
     @property
-    def output_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for outs in self.outputs[:1] for t in outs if hasattr(t, "numel"))
+    def mutates_inputs(self) -> bool:
+        return self.facts.mutates_inputs
 
     @property
-    def held_bytes(self) -> int:
-        """What the outputs of every seed occupy in the parent's memory."""
-        return self.output_bytes * (len(self.outputs) + len(self.binary_outputs))
+    def aliases_input(self) -> bool:
+        return self.facts.aliases_input
+
+    @property
+    def output_bytes(self) -> int:
+        return self.facts.output_bytes
+
+    @property
+    def binary(self) -> list[dict[str, Any]]:
+        return self.facts.binary
+
+    def first_output_bytes(self) -> int:
+        """Bytes of the first tensor output (the guard_zones check places its canary after it)."""
+        for m in self.facts.meta[0] if self.facts.meta else []:
+            if "shape" in m:
+                n = 1
+                for s in m["shape"]:
+                    n *= s
+                return n * _ITEMSIZE.get(m["dtype"], 4)
+        return 0
+
+    def device_need(self, input_sets: int) -> int:
+        """Device memory a candidate's evaluation of this task may hold at once: its inputs for every
+        timing set and the rounds' fresh copies, both sides' outputs, the model, and a context and
+        workspace; plus the trusted worker's while it computes a seed again (when it holds none)."""
+        f = self.facts
+        candidate = (input_sets + 3) * f.input_bytes + 3 * f.output_bytes + self.param_bytes + (1 << 30)
+        return candidate + (0 if f.cached else f.peak_bytes)
+
+
+_ITEMSIZE = {"torch.float64": 8, "torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.int64": 8,
+             "torch.int32": 4, "torch.int16": 2, "torch.int8": 1, "torch.uint8": 1, "torch.bool": 1,
+             "torch.complex64": 8, "torch.complex128": 16}

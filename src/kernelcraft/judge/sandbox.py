@@ -18,6 +18,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -82,9 +83,13 @@ class WorkerTimeout(Exception):
 
 
 class WorkerDied(Exception):
-    def __init__(self, message: str, returncode: int | None) -> None:
+    """The worker's process ended. `outside`: killed by SIGKILL that the judge did not send (the
+    kernel's out-of-memory killer, or an operator), which is no verdict on what it ran."""
+
+    def __init__(self, message: str, returncode: int | None, outside: bool = False) -> None:
         super().__init__(message)
         self.returncode = returncode
+        self.outside = outside
 
 
 def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path, build_jobs: int) -> dict[str, str]:
@@ -98,7 +103,10 @@ def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path,
         KERNELCRAFT_LOCK_DIR=str(cache_dir),  # the device lock (locks.py), taken by the worker's CUDA start
     )
     if device == "cpu":
-        env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+        # OpenMP runtimes read these as they load (torch's at the worker's start, before its config is
+        # known: the worker sets cpu_threads). PASSIVE: a pool's idle threads sleep at once instead of
+        # spinning for milliseconds, taking the CPU from the other side's timed call.
+        env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE")
     return env
 
 
@@ -123,17 +131,23 @@ class WorkerProcess:
         self.nonce = secrets.token_hex(16)
         self.started = time.perf_counter()
         read_fd, write_fd = os.pipe()
+        # A Unix socket to pass it other workers' memory files (a trusted worker comparing CPU outputs),
+        # and its own memory file, where its CPU outputs are handed over (exchange.py).
+        self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.memfd = os.memfd_create("kc-outputs", os.MFD_CLOEXEC)
+        self._killed = False  # by the judge: any other SIGKILL came from outside (the kernel, out of memory)
         self._log = open(self.scratch / "worker.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelcraft.judge.worker", str(write_fd)],
+            [sys.executable, "-m", "kernelcraft.judge.worker", str(write_fd), str(child_socket.fileno()), str(self.memfd)],
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.scratch,
             env=scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs),
             # Its own process group (Ctrl-C in the terminal does not reach it, a kill reaches all it
             # started) in the judge's session: should the judge die while the group is stopped,
             # the kernel continues and hangs up the orphaned group, which stopped sessions never get.
-            pass_fds=(write_fd,), process_group=0,
+            pass_fds=(write_fd, child_socket.fileno(), self.memfd), process_group=0,
         )
         os.close(write_fd)
+        child_socket.close()
         self._fd = read_fd
         self._buf = b""
         self._stopped_at: float | None = None
@@ -207,8 +221,10 @@ class WorkerProcess:
                     code = self.proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     code = None
+                outside = code == -signal.SIGKILL and not self._killed
                 self.kill()
-                raise WorkerDied(_describe_exit(code), code)
+                raise WorkerDied(_describe_exit(code) + (" (not by the judge: out of host memory?)" if outside else ""),
+                                 code, outside)
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         answer = json.loads(line)
@@ -217,10 +233,15 @@ class WorkerProcess:
             raise WorkerDied("the worker's answer did not carry the judge's nonce (forged output?)", None)
         return answer
 
+    def send_fd(self, fd: int) -> None:
+        """Pass a file descriptor to the worker (it receives it with exchange.receive_fd)."""
+        socket.send_fds(self._fd_socket, [b"f"], [fd])
+
     def kill(self) -> None:
+        self._killed = True
         self._signal(signal.SIGKILL)  # a stopped process dies of it too
-        try:
-            self.proc.wait(timeout=10)
+        try:  # until it is gone: its device memory is free only then, and the next evaluation counts on it
+            self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             pass
 
@@ -238,10 +259,12 @@ class WorkerProcess:
                 f.close()
             except OSError:
                 pass
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        for fd in (self._fd, self.memfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fd_socket.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
         with _LIVE_LOCK:
             _LIVE.discard(self)

@@ -41,35 +41,74 @@ def host_probe() -> float:
     return (_perf_ns() - t0) / 1e6
 
 
+def thread_ids() -> list[int]:
+    """The ids of this process's threads, native ones included (Linux)."""
+    return [int(t) for t in os.listdir("/proc/self/task")]
+
+
+_pinned: set[int] | None = None  # the CPUs FastCpu put the whole process on, while it does
+
+
+def pinned_cpus() -> set[int] | None:
+    """The CPUs every thread of this process is held to now (FastCpu on the CPU device), or None."""
+    return _pinned
+
+
+def _pin_process(cpus: set[int]) -> None:
+    """Every thread onto `cpus`: sched_setaffinity(0) moves only the calling thread, and a thread takes
+    its creator's CPUs only when it is created (an OpenMP pool started in the warm-up would stay put)."""
+    for tid in thread_ids():
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:  # it ended meanwhile
+            pass
+
+
 class FastCpu:
-    """Keeps the timing thread on the CPU where the host probe runs fastest now, and moves it when that
-    CPU slows. On a virtual machine the vCPUs' speeds differ by about 2x and change within a minute
+    """Keeps the timed work on the CPUs where the host probe runs fastest now, and moves it when they
+    slow. On a virtual machine the vCPUs' speeds differ by about 2x and change within a minute
     (a small GEMM's timed call 31 us on some vCPUs, 45-66 us on the others, the probe telling them
     apart: benchmarks/timing_contention.py --per-cpu, H100 VM); unpinned, one measurement wanders
-    between both kinds. Both sides of every round run on the same CPU. Where affinity cannot be
-    set, it does nothing."""
+    between both kinds. Both sides of every round run on the same CPUs. `threads` None: the calling
+    thread alone, on the fastest CPU (CUDA: the timed work is the device's; the driver's threads stay
+    where they are). `threads` n: every thread of the process on the n fastest CPUs (the CPU device:
+    the candidate's and the reference's thread pools do the timed work, n = cpu_threads). Where
+    affinity cannot be set, or there are no more CPUs than it needs, it does nothing."""
 
-    def __init__(self, slower_than: float) -> None:
+    def __init__(self, slower_than: float, threads: int | None = None) -> None:
         self.allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.slower_than = slower_than
-        self.picked: list[int] = []  # every CPU pinned to, in order
+        self.count = threads or 1
+        self.whole_process = threads is not None
+        self.picked: list[int] = []  # every CPU pinned to, in order (count per pick)
         self.best_ms = 0.0
         self.recent: list[float] = []
 
     def pick(self) -> None:
-        if len(self.allowed) < 2:
+        if len(self.allowed) <= self.count:
             return
         speeds = {}
         for cpu in self.allowed:
             os.sched_setaffinity(0, {cpu})
             speeds[cpu] = statistics.median(host_probe() for _ in range(_PIN_PROBES))
-        cpu = min(speeds, key=speeds.__getitem__)
-        os.sched_setaffinity(0, {cpu})
-        self.picked.append(cpu)
-        self.best_ms, self.recent = speeds[cpu], []
+        fastest = sorted(self.allowed, key=speeds.__getitem__)[:self.count]
+        self._pin(set(fastest))
+        self.picked.extend(sorted(fastest))
+        # The probe may run on any of them: the slowest one chosen is the speed to hold.
+        self.best_ms, self.recent = max(speeds[cpu] for cpu in fastest), []
+
+    def _pin(self, cpus: set[int] | None) -> None:
+        """Onto `cpus`; None: back onto every CPU allowed."""
+        global _pinned
+        target = set(self.allowed) if cpus is None else cpus
+        if self.whole_process:
+            _pin_process(target)
+            _pinned = cpus
+        else:
+            os.sched_setaffinity(0, target)
 
     def observe(self, probe_ms: float) -> None:
-        """One probe on the pinned CPU; pick again when the recent ones have slowed."""
+        """One probe on the pinned CPUs; pick again when the recent ones have slowed."""
         if not self.picked:
             return
         self.recent = (self.recent + [probe_ms])[-_PIN_WINDOW:]
@@ -78,7 +117,7 @@ class FastCpu:
 
     def release(self) -> None:
         if self.picked:
-            os.sched_setaffinity(0, self.allowed)
+            self._pin(None)
 
 
 class Clock:
@@ -205,7 +244,8 @@ def run_interleaved(
     iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
     spots = sorted({1 + (iters - 1) * k // max(cfg.spot_checks - 1, 1) for k in range(cfg.spot_checks)}) if cfg.spot_checks else []
     samples: dict[str, list[float]] = {name: [] for name, _ in sides}
-    pin = FastCpu(cfg.fast_cpu_slower_than) if cfg.fast_cpu else None
+    # On the CPU as many CPUs as torch's threads (cpu_threads; the guard holds torch to it).
+    pin = FastCpu(cfg.fast_cpu_slower_than, None if clock.cuda else torch.get_num_threads()) if cfg.fast_cpu else None
     try:
         if pin is not None:
             pin.pick()

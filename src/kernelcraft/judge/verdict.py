@@ -19,6 +19,9 @@ class Status(str, Enum):
     INCORRECT = "incorrect"
     HACK_DETECTED = "hack_detected"
     CORRECT = "correct"
+    # The judge's own failure (a full disk, a trusted process out of memory, a worker that cannot
+    # start, a lost device), after one retry in fresh workers: never the candidate's attempt.
+    JUDGE_ERROR = "judge_error"
 
 
 @dataclass
@@ -93,6 +96,9 @@ class Verdict:
     env: dict[str, Any] = field(default_factory=dict)  # device name, clocks, versions
     # Timings under other scenarios than offline, e.g. "server": {"qps", "speedup", "reference", "candidate"}
     scenarios: dict[str, Any] = field(default_factory=dict)
+    # What the evaluation took: wall time, peak disk, the candidate's and the trusted worker's peak
+    # host memory and device memory (judge/resources.py)
+    resources: dict[str, Any] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
 import json
 import os
 import random
@@ -31,21 +32,23 @@ from ..tasks import runtime
 from .buildcache import BuildError, BuildRecorder
 from .compare import compare_outputs, flatten_outputs
 from .config import JudgeConfig
+from .exchange import ExchangeError, SharedTensor, export_outputs, import_outputs, receive_fd
+from .expected import Expected, SeedOutputs, against, describe_output, double_inputs, plain, same_bits, storages, truths_for
 from .coverage import profile_call
 from .guard_zones import guard_inputs, guarded_output
-from .guards import Guard, ThreadWatch, native_threads, pin_precision
+from .guards import Guard, ThreadWatch, native_threads, pin_precision, pytorch_defaults
 from .launches import LaunchCounter
 from .locks import device_lock
-from .timing import clock_info, host_medians, run_interleaved, scenario_clock
+from .timing import clock_info, clone_inputs, host_medians, run_interleaved, scenario_clock
 
 TASK_FILE = "task.py"
-# The largest integer each dtype holds exactly together with every integer below it.
-EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 1 << 24}
 CANDIDATE_FILE = "candidate.py"
+# Errors of the machine, not of the code that met them: the judge's fault wherever the judge's own work hits them.
+_MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EIO, errno.EROFS}
 
 
 class Rejection(Exception):
-    """Ends a command with a verdict status (hack_detected, incorrect, load_failed...)."""
+    """Ends a command with a verdict status (hack_detected, incorrect, load_failed, judge_error...)."""
 
     def __init__(self, status: str, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -63,6 +66,23 @@ def user_traceback(exc: BaseException, filenames: tuple[str, ...]) -> str:
     return where + text
 
 
+_DEVICE_OOM = ("CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+               "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE")
+
+
+def device_oom(e: BaseException) -> bool:
+    """The device ran out of memory (the allocator's error, or a library's or a launch's that says so)."""
+    return isinstance(e, torch.OutOfMemoryError) or isinstance(e, RuntimeError) and any(m in str(e) for m in _DEVICE_OOM)
+
+
+def judge_write(path: str, text: str) -> None:
+    """A file the judge itself writes: a machine that cannot take it (a full disk) is the judge's fault."""
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise Rejection("judge_error", f"the judge could not write {path}: {e.strerror or e}") from None
+
+
 def apply_limits(cfg: JudgeConfig, device: str) -> None:
     gb = 1 << 30
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, int(cfg.file_size_limit_gb * gb))]
@@ -76,35 +96,6 @@ def apply_limits(cfg: JudgeConfig, device: str) -> None:
         resource.setrlimit(which, (value, hard))
 
 
-def save_outputs(outputs: list[Any], path: Path) -> list[dict[str, Any]]:
-    """Outputs to a file for the parent (CPU copies) and a description of each as returned."""
-    meta, cpu = [], []
-    for o in outputs:
-        if isinstance(o, torch.Tensor):
-            meta.append({"type": f"{type(o).__module__}.{type(o).__qualname__}", "exact_tensor": type(o) is torch.Tensor,
-                         "device": str(o.device), "dtype": str(o.dtype), "shape": list(o.shape)})
-            t = torch.Tensor._make_subclass(torch.Tensor, o.detach()) if type(o) is not torch.Tensor else o.detach()
-            cpu.append(t.to("cpu", copy=True))
-        else:
-            meta.append({"type": type(o).__name__, "exact_tensor": False})
-            cpu.append(o if isinstance(o, (int, float, bool, type(None))) else repr(o))
-    # No CRC: outputs of a GB or more save three times faster, and the file never leaves the machine.
-    torch.serialization.set_crc32_options(False)
-    torch.save(cpu, path)
-    return meta
-
-
-def _storages(xs: list[Any]) -> set[int]:
-    return {x.untyped_storage().data_ptr() for x in xs if isinstance(x, torch.Tensor) and x.numel()}
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality (NaN equals NaN): did a call write into this tensor?"""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
-
-
 def _poison(outputs: list[Any]) -> None:
     for o in outputs:
         if isinstance(o, torch.Tensor) and o.numel():
@@ -112,10 +103,17 @@ def _poison(outputs: list[Any]) -> None:
 
 
 class Worker:
-    def __init__(self) -> None:
+    def __init__(self, fd_socket: Any = None, memfd: int | None = None) -> None:
+        self.fd_socket = fd_socket  # the parent passes other workers' memory files here (comparisons on the CPU)
+        self.memfd = memfd  # this worker's memory file, for its outputs on the CPU
+        self.held: Any = None  # one seed's outputs, shared until op_release
+        self.expected: Expected | None = None
+        self.native0: int | None = None
         self.cfg = JudgeConfig()
         self.nonce = ""
         self.timing_sets: tuple[tuple[int, ...], list[list[Any]]] | None = None
+        self.compiled: Any = None  # the reference under torch.compile (op_prepare_baselines)
+        self.exact: Any = None  # the reference in float64, for spot checks the plain comparison fails
 
     # -- setup ---------------------------------------------------------------------------
     def op_setup(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -126,12 +124,15 @@ class Worker:
         apply_limits(self.cfg, self.device_kind)
         if self.device_kind == "cuda":
             if not torch.cuda.is_available():
-                raise Rejection("runtime_error", "no CUDA device is visible to the worker")
+                raise Rejection("judge_error", "no CUDA device is visible to the worker (a lost device?)")
             self.device = torch.device("cuda", 0)
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
             torch.set_num_threads(self.cfg.cpu_threads)
+            # The reference's thread count for the candidate's own OpenMP runtime too (an extension built
+            # with -fopenmp may link a libgomp other than torch's): it reads this when the extension loads.
+            os.environ["OMP_NUM_THREADS"] = str(self.cfg.cpu_threads)
         pin_precision(self.cfg.allow_tf32)
         self.dtype = runtime.torch_dtype(cmd["dtype"])
         self.atol, self.rtol = cmd["atol"], cmd["rtol"]
@@ -139,7 +140,7 @@ class Worker:
         self.cache_root = Path(cmd["cache_dir"])
         if cmd.get("task_source") is None:
             return {"ok": True}
-        Path(TASK_FILE).write_text(cmd["task_source"])
+        judge_write(TASK_FILE, cmd["task_source"])
         t0 = time.perf_counter()
         try:
             self.task = runtime.exec_module(cmd["task_source"], TASK_FILE, "kernelcraft_task", cmd.get("sizes") or {})
@@ -150,7 +151,7 @@ class Worker:
             raise Rejection("task_error", user_traceback(e, (TASK_FILE,))) from None
         task_setup_s = time.perf_counter() - t0
         self.counter = LaunchCounter()
-        self.threads = ThreadWatch()
+        self.threads = ThreadWatch(self.cfg.cpu_threads if self.device.type == "cpu" else None)
         return {"ok": True, "env": self.env(), "task_setup_s": task_setup_s}
 
     def env(self) -> dict[str, Any]:
@@ -177,21 +178,15 @@ class Worker:
             torch.cuda.synchronize()
 
     # -- reference (trusted) -------------------------------------------------------------
-    def op_reference(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Reference outputs for the given seeds, saved for the parent; FLOPs and bytes."""
-        out_dir = Path(cmd["out_dir"])
-        results = []
-        mutates = False
-        for i, seed in enumerate(cmd["seeds"]):
-            xs = self.inputs(seed)
-            before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
-            with torch.no_grad():
-                out = flatten_outputs(self.reference(*xs))
-            self.sync()
-            mutates |= any(isinstance(a, torch.Tensor) and not same_bits(a, b) for a, b in zip(xs, before))
-            aliases = bool(_storages(out) & _storages(xs))
-            results.append({"meta": save_outputs(out, out_dir / f"ref_{i}.pt"), "aliases_input": aliases})
-            del out, xs, before
+    def op_survey(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """What the secret seeds' outputs should be, held here (or recomputed per comparison) for
+        `op_compare`; how they look, how long the reference takes, whether a float64 truth applies;
+        the reference's FLOPs and bytes."""
+        self.expected = Expected(self.reference, lambda seed, p: runtime.make_inputs(self.task, seed, self.device, self.dtype, p),
+                                 self.device, self.dtype, cache_bytes=int(cmd["cache_bytes"]),
+                                 truth_max_bytes=int(self.cfg.truth_max_gb * (1 << 30)) if self.cfg.truth else -1,
+                                 truth_max_seconds=self.cfg.truth_max_seconds)
+        facts = self.expected.survey(cmd["seeds"], cmd.get("binary_seeds") or [])
         xs = self.inputs(cmd["seeds"][0])
         from torch.utils.flop_counter import FlopCounterMode
         with torch.no_grad(), FlopCounterMode(display=False) as fc:
@@ -199,35 +194,51 @@ class Worker:
         tensors = [t for t in xs + out if isinstance(t, torch.Tensor)]
         state = list(self.reference.state_dict().values())
         nbytes = sum(t.numel() * t.element_size() for t in tensors + state)
-        binary = self.binary_reference(cmd["binary_seeds"], out_dir) if cmd.get("binary_seeds") else []
-        return {"ok": True, "outputs": results, "binary": binary, "mutates_inputs": mutates,
-                "flops": int(fc.get_total_flops()), "bytes": int(nbytes), "env": self.env()}
+        del xs, out, tensors
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"ok": True, "facts": dataclasses.asdict(facts), "flops": int(fc.get_total_flops()), "bytes": int(nbytes),
+                "param_bytes": sum(t.numel() * t.element_size() for t in state), "env": self.env()}
 
-    def binary_reference(self, seeds: list[int], out_dir: Path) -> list[dict[str, Any]]:
-        """Exact outputs for inputs of 0s and 1s (the binary_exact check): the reference in float64.
-        Elements whose exact value the task's dtype cannot hold exactly (or that are not integers)
-        are saved as NaN, which the parent skips. The share of ones is halved until at least half
-        of the elements can be checked (a long inner dimension sums many ones)."""
-        limit = EXACT_INTEGER_LIMIT[str(self.dtype).removeprefix("torch.")]
-        exact_model = copy.deepcopy(self.reference).to(torch.float64)
-        results = []
-        for i, seed in enumerate(seeds):
-            p = 0.5
-            for _ in range(12):
-                xs = runtime.make_inputs(self.task, seed, self.device, self.dtype, p)
-                with torch.no_grad():
-                    out = flatten_outputs(exact_model(*[x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                                                        else x for x in xs]))
-                tensors = [o for o in out if isinstance(o, torch.Tensor)]
-                checkable = [(o.abs() <= limit) & (o == o.round()) for o in tensors]
-                share = sum(int(c.sum()) for c in checkable) / max(1, sum(o.numel() for o in tensors))
-                if share >= 0.5:
-                    break
-                p /= 2
-            expected = [torch.where(c, o, torch.full_like(o, float("nan"))).to(self.dtype) for o, c in zip(tensors, checkable)]
-            results.append({"seed": seed, "p": p, "share": share, "meta": save_outputs(expected, out_dir / f"binref_{i}.pt")})
-            del out, tensors, expected, xs
-        return results
+    def op_probe(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """One forward on the first seed's inputs: the bytes of inputs and outputs and the device memory
+        it took at most, so the parent can budget the survey and the timing before they run."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        xs = self.inputs(cmd["seed"])
+        with torch.no_grad():
+            out = flatten_outputs(self.reference(*xs))
+        self.sync()
+        nbytes = [sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor)) for ts in (xs, out)]
+        peak = torch.cuda.max_memory_allocated() - base if self.device.type == "cuda" else sum(nbytes)
+        del xs, out
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {"ok": True, "input_bytes": nbytes[0], "output_bytes": nbytes[1], "peak_bytes": int(peak)}
+
+    def op_compare(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """A candidate's outputs for one seed (shared by its worker: CUDA IPC handles, or a memory file
+        the parent passes over the socket) against what they should be. The candidate's memory is read,
+        never trusted: a layout past what it shared, or a file cut short while read, is its doing."""
+        memfd = receive_fd(self.fd_socket, 30.0) if cmd.get("memfd") else None
+        threads = torch.get_num_threads()
+        if self.device.type == "cpu":  # nothing is timed meanwhile, and the candidate's worker waits for this
+            torch.set_num_threads(os.cpu_count() or 1)
+        try:
+            descs = [SharedTensor.from_dict(d) if d is not None else None for d in cmd["tensors"]]
+            tensors = import_outputs(descs, memfd)
+            got = [t if t is not None else v for t, v in zip(tensors, cmd["values"])]
+            found = self.expected.compare(cmd["kind"], cmd["index"], got, cmd["atol"], cmd["rtol"], cmd["k"])
+            del tensors, got
+        except ExchangeError as e:
+            raise Rejection("hack_detected", f"the candidate's outputs could not be read as shared: {e}") from None
+        finally:
+            torch.set_num_threads(threads)
+            if memfd is not None:
+                os.close(memfd)
+        return {"ok": True, "mismatches": [m.to_dict() for m in found]}
 
     def op_prepare_timing(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Make the timing inputs before the parent takes the device lock: generating large inputs
@@ -261,10 +272,14 @@ class Worker:
             return samples
 
         before = clock_info()
-        sides = [("reference", self.reference)]
-        if cmd.get("compiled"):
-            sides.append(("compiled", torch.compile(self.reference)))
-        samples = run(sides)
+        samples = run([("reference", self.reference)])
+        if cmd.get("defaults"):
+            # What users run: eager and torch.compile at PyTorch's default precision, ABAB with each other.
+            with pytorch_defaults():
+                sides = [("reference_default", self.reference)]
+                if self.compiled is not None:
+                    sides.append(("compiled", self.compiled))
+                samples.update(run(sides))
         if cmd.get("tunableop"):
             if self.device.type != "cuda":
                 raise Rejection("task_error", "TunableOp needs a CUDA device")
@@ -276,8 +291,26 @@ class Worker:
                 samples.update(run([("tunableop", self.reference)]))  # the warm-up calls tune
             finally:
                 tunable.enable(False)
+        if cmd.get("release_inputs"):  # a task's kept trusted worker: its timing inputs go back for the others
+            self.timing_sets = sets = None  # (`run` holds them through `sets` too)
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
         return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()},
                 **host_medians(host, probe, cpus)}
+
+    def op_prepare_baselines(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """torch.compile the reference at PyTorch's defaults and call it once, before the parent takes the
+        device lock: compiling takes seconds to minutes, and nothing else needs the device meanwhile."""
+        self.compiled = None
+        if cmd.get("compiled"):
+            sets = self.timing_inputs(cmd["seeds"])
+            t0 = time.perf_counter()
+            with pytorch_defaults(), torch.no_grad():
+                self.compiled = torch.compile(self.reference)
+                self.compiled(*clone_inputs(sets[0]))
+            self.sync()
+            return {"ok": True, "compile_s": time.perf_counter() - t0}
+        return {"ok": True}
 
     def op_vet(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from ..tasks.vet import vet_reference
@@ -293,7 +326,7 @@ class Worker:
     # -- candidate -----------------------------------------------------------------------
     def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
         source = cmd["candidate_source"]
-        Path(CANDIDATE_FILE).write_text(source)
+        judge_write(CANDIDATE_FILE, source)
         recorder = BuildRecorder(self.cache_root, self.counter.instrument_extension)
         recorder.install()
         has_triton = "triton" in source
@@ -305,7 +338,7 @@ class Worker:
         try:
             module = runtime.exec_module(source, CANDIDATE_FILE, "kernelcraft_candidate")
         except BuildError as e:
-            raise Rejection("build_failed", str(e), build_s=recorder.seconds) from None
+            raise Rejection("judge_error" if e.machine_fault else "build_failed", str(e), build_s=recorder.seconds) from None
         except Exception as e:  # noqa: BLE001
             raise Rejection("load_failed", user_traceback(e, (CANDIDATE_FILE,)), build_s=recorder.seconds) from None
         import_s = time.perf_counter() - t0
@@ -319,7 +352,7 @@ class Worker:
             self.model = runtime.build_model(module.ModelNew, self.init_inputs, self.init_seed, self.device, self.dtype)
             copied = runtime.copy_matching_weights(self.reference, self.model)
         except BuildError as e:
-            raise Rejection("build_failed", str(e), build_s=recorder.seconds) from None
+            raise Rejection("judge_error" if e.machine_fault else "build_failed", str(e), build_s=recorder.seconds) from None
         except Exception as e:  # noqa: BLE001
             raise Rejection("load_failed", "constructing ModelNew: " + user_traceback(e, (CANDIDATE_FILE,))) from None
         self.check_guard("constructing ModelNew")
@@ -331,10 +364,16 @@ class Worker:
         if changed:
             raise Rejection("hack_detected", f"{when} modified the judge's or PyTorch's functions: {', '.join(changed[:5])}")
 
-    def check_threads(self, when: str) -> None:
+    def check_threads(self, when: str, native: bool = True) -> None:
         new = self.threads.new_python_threads()
         if new:
             raise Rejection("hack_detected", f"{when} left {len(new)} thread(s) running ({', '.join(new[:3])}): work must finish inside forward")
+        self.reject_breaches(when, self.threads.native_breaches() if native else [])
+
+    def reject_breaches(self, when: str, breaches: list[str]) -> None:
+        """hack_detected naming every rule of the thread count (ThreadWatch) that `when` broke."""
+        if breaches:
+            raise Rejection("hack_detected", f"{when}: {'; '.join(breaches)}")
 
     def call_candidate(self, xs: list[Any], when: str) -> list[Any]:
         self.threads.arm()
@@ -343,7 +382,8 @@ class Worker:
                 out = self.model(*xs)
             self.sync()
         except Exception as e:  # noqa: BLE001
-            raise Rejection("runtime_error", f"{when}: " + user_traceback(e, (CANDIDATE_FILE,))) from None
+            raise Rejection("runtime_error", f"{when}: " + user_traceback(e, (CANDIDATE_FILE,)), oom=device_oom(e)) from None
+        self.reject_breaches(when, self.threads.cpu_breaches())  # first: the thread checks may wait, adding wall time
         self.check_threads(when)
         self.check_guard(when)
         return flatten_outputs(out)
@@ -360,43 +400,65 @@ class Worker:
             block.fill_(float("nan"))
             del block
 
-    def op_run(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """The candidate on each secret seed, and on the 0/1 inputs of `binary` (a task's
-        binary_exact check); outputs saved for the parent to compare. With `guard_output_bytes`
-        (a task's guard_zones check) every call runs inside guard zones."""
-        out_dir = Path(cmd["out_dir"])
-        self.warm_torch()
-        native0 = native_threads()
+    def op_run_seed(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The candidate on one secret seed (or, with `binary_p`, one set of 0/1 inputs). Its outputs
+        are shared with the trusted worker that compares them (exchange.py) and held here until
+        `op_release`; with `guard_output_bytes` (a task's guard_zones check) the call runs inside
+        guard zones."""
+        self.release()
+        if self.native0 is None:
+            self.warm_torch()
+            self.native0 = native_threads()
         guard_bytes = cmd.get("guard_output_bytes")
-        calls = [(f"cand_{i}.pt", seed, None, f"forward on seed {i}") for i, seed in enumerate(cmd["seeds"])]
-        calls += [(f"bin_{i}.pt", b["seed"], b["p"], f"forward on 0/1 inputs {i}") for i, b in enumerate(cmd.get("binary", []))]
-        results, binary, guards = [], [], []
-        for name, seed, binary_p, when in calls:
-            xs = runtime.make_inputs(self.task, seed, self.device, self.dtype, binary_p)
-            before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
-            self.poison_allocator(cmd.get("poison_bytes", 0))
-            if guard_bytes is None:
+        when = cmd["when"]
+        xs = runtime.make_inputs(self.task, cmd["seed"], self.device, self.dtype, cmd.get("binary_p"))
+        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+        self.poison_allocator(cmd.get("poison_bytes", 0))
+        guard = None
+        if guard_bytes is None:
+            out = self.call_candidate(xs, when)
+        else:
+            zones = guard_inputs(xs)
+            xs = zones.inputs
+            with guarded_output(guard_bytes, self.device) as out_guard:
                 out = self.call_candidate(xs, when)
-            else:
-                zones = guard_inputs(xs)
-                xs = zones.inputs
-                with guarded_output(guard_bytes, self.device) as out_guard:
-                    out = self.call_candidate(xs, when)
-                out_guard.check(out)
-                guards.append(out_guard.describe())
-                hit = zones.breached()
-                if hit or out_guard.breached_bytes:
-                    where = (f"{out_guard.breached_bytes} guard byte(s) after the output's memory"
-                             if out_guard.breached_bytes else f"the guard zone around input(s) {hit}")
-                    raise Rejection("incorrect", f"{when}: the candidate wrote outside its result ({where} changed): "
-                                                 "an out-of-bounds store, e.g. an unmasked last tile")
-            mutated = [j for j, (a, b) in enumerate(zip(xs, before)) if isinstance(a, torch.Tensor) and not same_bits(a, b)]
-            aliases = bool(_storages(out) & _storages(xs))
-            entry = {"meta": save_outputs(out, out_dir / name), "mutated": mutated, "aliases_input": aliases}
-            (binary if binary_p is not None else results).append(entry)
-            del out, xs, before
-        return {"ok": True, "outputs": results, "binary": binary, "guards": guards,
-                "native_thread_growth": native_threads() - native0}
+            out_guard.check(out)
+            guard = out_guard.describe()
+            hit = zones.breached()
+            if hit or out_guard.breached_bytes:
+                where = (f"{out_guard.breached_bytes} guard byte(s) after the output's memory"
+                         if out_guard.breached_bytes else f"the guard zone around input(s) {hit}")
+                raise Rejection("incorrect", f"{when}: the candidate wrote outside its result ({where} changed): "
+                                             "an out-of-bounds store, e.g. an unmasked last tile")
+        mutated = [j for j, (a, b) in enumerate(zip(xs, before)) if isinstance(a, torch.Tensor) and not same_bits(a, b)]
+        aliases = bool(storages(out) & storages(xs))
+        del xs, before
+        for j, o in enumerate(out):  # before anything of the judge's touches it: a proxy may misbehave
+            if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor:
+                raise Rejection("hack_detected", f"output {j} is a {type(o).__module__}.{type(o).__qualname__}, "
+                                                 "not a plain torch.Tensor (lazy or proxy result)")
+        try:
+            shared = export_outputs(out, self.memfd)
+        except (ExchangeError, RuntimeError) as e:
+            raise Rejection("judge_error", f"the judge could not share the outputs for comparison: {e}") from None
+        self.held = (out, shared)
+        return {"ok": True, "meta": [describe_output(o) for o in out], "tensors": [d.to_dict() if d else None for d in shared.tensors],
+                "values": [None if isinstance(o, torch.Tensor) else plain(o) for o in out], "mutated": mutated,
+                "aliases_input": aliases, "guard": guard, "native_thread_growth": native_threads() - self.native0}
+
+    def op_release(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        self.release()
+        return {"ok": True}
+
+    def release(self) -> None:
+        """Drop the outputs held for the trusted side (it has read them), and their shared memory."""
+        if self.held is None:
+            return
+        self.held = None
+        if self.device.type == "cuda":
+            torch.cuda.ipc_collect()
+        if self.memfd is not None:
+            os.ftruncate(self.memfd, 0)
 
     def op_second_shape(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """The candidate at another size of the task, against the reference in this process:
@@ -434,9 +496,10 @@ class Worker:
             runs = sorted((profile_call(self.model, xs, self.counter, self.device) for _ in range(3)),
                           key=lambda r: r["coverage"])
         result = runs[1]
-        self.check_threads("the profiled call")
+        self.check_threads("the profiled call", native=False)  # the profiler starts a thread of its own
         self.check_guard("the profiled call")
-        return {"ok": True, **result}
+        peak = torch.cuda.max_memory_reserved() if self.device.type == "cuda" else 0
+        return {"ok": True, **result, "device_peak_bytes": peak}
 
     def op_time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """ABAB timing of candidate and reference over fresh inputs, with spot checks; offline (calls
@@ -455,7 +518,10 @@ class Worker:
                     held[i] = outs
                 return
             if i > 0 and i in held:
-                m = compare_outputs(held.pop(i), outs, self.atol, self.rtol)
+                got = held.pop(i)
+                m = compare_outputs(got, outs, self.atol, self.rtol)
+                if not m.ok and cmd.get("truth"):  # the correctness stage's rule: the float64 truth decides
+                    m = self.against_truth(got, outs, args, float(cmd.get("truth_factor", 2.0)))
                 spot["checked"] += 1
                 if not m.ok:
                     spot["failures"].append({"iteration": i, "mismatch": m.describe()})
@@ -475,7 +541,7 @@ class Worker:
             except Rejection:
                 raise
             except Exception as e:  # noqa: BLE001
-                raise Rejection("runtime_error", "during timing: " + user_traceback(e, (CANDIDATE_FILE,))) from None
+                raise Rejection("runtime_error", "during timing: " + user_traceback(e, (CANDIDATE_FILE,)), oom=device_oom(e)) from None
         self.check_guard("the timed calls")
         if spot["failures"]:
             f = spot["failures"][0]
@@ -486,6 +552,17 @@ class Worker:
                 **host_medians(host, probe, cpus),
                 "phases_s": {"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2}}
 
+
+    def against_truth(self, got: list[Any], outs: list[Any], args: list[Any], k: float) -> Any:
+        """A spot-checked candidate output against the float64 truth of the reference's own inputs of
+        that round (`args`: the parent sends `truth` only where the reference leaves its inputs as they
+        were). Taken only where the plain comparison failed, so a timing run computes it rarely."""
+        if self.exact is None:
+            self.exact = copy.deepcopy(self.reference).to(torch.float64)
+        with torch.no_grad():
+            exact = flatten_outputs(self.exact(*double_inputs(args)))
+        found = against(got, SeedOutputs(outs, truths_for(outs, exact)), self.atol, self.rtol, k)
+        return next((m for m in found if not m.ok), found[0])
 
     def op_exit(self, cmd: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
@@ -513,19 +590,34 @@ def warm_up() -> None:
         pass
 
 
+def failure(worker: Worker, e: BaseException) -> dict[str, Any]:
+    """The answer for a command that raised. A trusted worker's own failure for lack of memory or
+    disk is the judge's (never the task's or a candidate's); a candidate out of device memory is
+    marked, since a device shared with other evaluations may be why."""
+    if isinstance(e, Rejection):
+        return {"ok": False, "status": e.status, "message": str(e), **e.details}
+    message = user_traceback(e, (TASK_FILE, CANDIDATE_FILE))
+    oom = device_oom(e)
+    machine = oom or isinstance(e, MemoryError) or isinstance(e, OSError) and e.errno in _MACHINE_ERRNOS
+    if getattr(worker, "role", "") == "reference" and machine:
+        return {"ok": False, "status": "judge_error", "message": f"the trusted reference worker failed: {message}", "oom": oom}
+    return {"ok": False, "status": "runtime_error", "message": message, "oom": oom}
+
+
 def main() -> None:
+    """argv: the answer pipe's fd, the fd socket's fd, this worker's memory file's fd."""
+    import socket
     reply = os.fdopen(int(sys.argv[1]), "w")
+    fd_socket = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
+    memfd = int(sys.argv[3]) if len(sys.argv) > 3 else None
     warm_up()
-    worker = Worker()
+    worker = Worker(fd_socket, memfd)
     for line in sys.stdin:
         cmd = json.loads(line)
         try:
             result = getattr(worker, f"op_{cmd['op']}")(cmd)
-        except Rejection as r:
-            result = {"ok": False, "status": r.status, "message": str(r), **r.details}
         except BaseException as e:  # noqa: BLE001 - SystemExit from candidate code included
-            result = {"ok": False, "status": "runtime_error",
-                      "message": user_traceback(e, (TASK_FILE, CANDIDATE_FILE))}
+            result = failure(worker, e)
         result["nonce"] = worker.nonce
         reply.write(json.dumps(result, default=str) + "\n")
         reply.flush()

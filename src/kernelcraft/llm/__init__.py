@@ -7,10 +7,11 @@ from .client import LLMClient, Spend
 from .config import LLMConfig, Price
 from .errors import BatchPending, BudgetExceeded, EndpointError, LLMError, TransientError
 from .factory import make_backend, make_client
-from .types import CallRecord, ChatReply, ChatRequest, Completion, Message, Sampling, Usage
+from .limits import DEFAULT_MAX_TOKENS, KNOWN_MAX_TOKENS, known_max_tokens
+from .types import CUT_REASONS, CallRecord, ChatReply, ChatRequest, Completion, Message, Sampling, Usage
 
 __all__ = [
-    "BatchPending", "BudgetExceeded", "CallRecord", "ChatReply", "ChatRequest", "Completion", "DirectoryCache",
-    "EndpointError", "LLMClient", "LLMConfig", "LLMError", "Message", "Price", "ResponseCache", "Sampling", "Spend",
-    "TransientError", "Usage", "make_backend", "make_client",
+    "CUT_REASONS", "DEFAULT_MAX_TOKENS", "KNOWN_MAX_TOKENS", "BatchPending", "BudgetExceeded", "CallRecord",
+    "ChatReply", "ChatRequest", "Completion", "DirectoryCache", "EndpointError", "LLMClient", "LLMConfig", "LLMError", "Message",
+    "Price", "ResponseCache", "Sampling", "Spend", "TransientError", "Usage", "known_max_tokens", "make_backend", "make_client",
 ]

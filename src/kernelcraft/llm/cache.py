@@ -33,7 +33,7 @@ class DirectoryCache:
         except (OSError, ValueError):
             return None
         return Completion(text=data["text"], usage=Usage(**data["usage"]), finish_reason=data.get("finish_reason"),
-                          model=data.get("model", ""))
+                          model=data.get("model", ""), reasoning=data.get("reasoning", ""))
 
     def put(self, key: str, completion: Completion) -> None:
         path = self._path(key)

@@ -51,7 +51,19 @@ class LLMClient:
                 seed: int | None = None) -> ChatRequest:
         c = self.config
         return ChatRequest(model=c.model, messages=tuple(messages), sample=sample, purpose=purpose, task=task,
-                           sampling=Sampling(temperature=c.temperature, top_p=c.top_p, max_tokens=c.max_tokens, seed=seed))
+                           sampling=Sampling(temperature=c.temperature, top_p=c.top_p, max_tokens=c.reply_limit(), seed=seed))
+
+    def flush(self) -> str | None:
+        """Hand over the requests the backend held back (the batch backend writes them as one round);
+        a line saying which requests wait for replies and where, or None when none waits."""
+        flush = getattr(self.backend, "flush", None)  # only a backend that holds requests back has one
+        return flush() if flush is not None else None
+
+    def survey(self) -> str | None:
+        """What the backend holds for a resumed run (a batch directory: replies matched, requests still
+        pending and where, unreadable lines), as a line; None for a backend that holds nothing."""
+        survey = getattr(self.backend, "survey", None)
+        return survey().summary() if survey is not None else None
 
     def budget_left(self) -> bool:
         c, s = self.config, self.spend
@@ -104,7 +116,7 @@ class LLMClient:
         cost = None if price is None else (u.prompt_tokens * price.input + u.completion_tokens * price.output) / 1e6
         return ChatReply(text=completion.text, usage=u, model=completion.model or self.config.model,
                          finish_reason=completion.finish_reason, latency_s=latency, cost_usd=0.0 if cached else cost,
-                         cached=cached, attempts=attempts)
+                         cached=cached, attempts=attempts, reasoning=completion.reasoning)
 
     def _account(self, reply: ChatReply) -> None:
         with self._lock:

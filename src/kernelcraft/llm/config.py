@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+from .limits import DEFAULT_MAX_TOKENS, by_model, known_max_tokens
 
 PROVIDERS = ("openai", "anthropic", "replay", "batch", "none")  # none: a run that asks no model
 
@@ -34,14 +35,18 @@ class LLMConfig(BaseModel):
     timeout_s: float = Field(600.0, gt=0)
     temperature: float = Field(1.0, ge=0)
     top_p: float | None = None
-    max_tokens: int = Field(8192, ge=1)
+    # The longest reply: this if set, else the model's entry in max_tokens_per_model, else the
+    # provider's documented maximum for the model (limits.KNOWN_MAX_TOKENS), else 32768.
+    max_tokens: int | None = Field(None, ge=1)
+    max_tokens_per_model: dict[str, int] = Field(default_factory=dict)  # model name or glob -> longest reply
     budget_tokens: int | None = Field(None, ge=1)
     budget_usd: float | None = Field(None, gt=0)
     prices: dict[str, Price] = Field(default_factory=dict)  # model name or glob -> price
-    # batch: how long a round gathers concurrent requests into one requests file.
+    # batch, waiting: how long a round gathers concurrent requests into one requests file.
     batch_window_s: float = Field(2.0, ge=0)
-    # batch: how long to wait for a round's replies to appear; 0 writes the round and stops the
-    # run at once (BatchPending), to be resumed once the replies are in.
+    # batch: how long to wait for a round's replies to appear; 0 answers BatchPending at once and
+    # holds the request for the one round written when the run has gone as far as it can
+    # (LLMClient.flush), to be resumed once the replies are in.
     batch_wait_s: float = Field(0.0, ge=0)
 
     @field_validator("provider")
@@ -80,6 +85,18 @@ class LLMConfig(BaseModel):
         return os.environ.get(self.api_key_env)
 
     def price(self, model: str) -> Price | None:
-        if model in self.prices:
-            return self.prices[model]
-        return next((p for pattern, p in self.prices.items() if fnmatch.fnmatchcase(model, pattern)), None)
+        return by_model(self.prices, model)
+
+    def reply_limit(self) -> int:
+        """The `max_tokens` a request of this run asks for (see `max_tokens`)."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return by_model(self.max_tokens_per_model, self.model) or known_max_tokens(self.model) or DEFAULT_MAX_TOKENS
+
+    @field_validator("max_tokens_per_model")
+    @classmethod
+    def _positive(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = [f"{name}={n}" for name, n in v.items() if n < 1]
+        if bad:
+            raise ValueError(f"a longest reply must be at least 1 token: {', '.join(bad)}")
+        return v

@@ -24,9 +24,10 @@ class BudgetExceeded(LLMError):
 
 
 class BatchPending(LLMError):
-    """The batch backend wrote a round's requests and their replies are not in yet: stop the run,
-    have the requests answered, put the replies in the batch directory, and run again."""
+    """The reply to a batch request is not in yet: the request is in a round's requests file, or held
+    for the round the backend writes when the run stops (`requests_file` None). The caller stops
+    this line of work; once the replies are in the batch directory, the run is resumed."""
 
-    def __init__(self, message: str, requests_file: str) -> None:
+    def __init__(self, message: str, requests_file: str | None) -> None:
         super().__init__(message)
         self.requests_file = requests_file

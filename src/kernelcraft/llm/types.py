@@ -6,6 +6,12 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
+from .limits import DEFAULT_MAX_TOKENS
+
+# Why a reply ended that means it was cut at the token limit: OpenAI-compatible APIs say "length",
+# Anthropic "max_tokens" (or "model_context_window_exceeded" when the context ran out first).
+CUT_REASONS = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+
 
 @dataclass(frozen=True)
 class Message:
@@ -17,7 +23,7 @@ class Message:
 class Sampling:
     temperature: float = 1.0
     top_p: float | None = None
-    max_tokens: int = 8192
+    max_tokens: int = DEFAULT_MAX_TOKENS
     seed: int | None = None
 
 
@@ -42,7 +48,8 @@ class ChatRequest:
 @dataclass(frozen=True)
 class Usage:
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # billed output, reasoning included
+    reasoning_tokens: int = 0  # the part of completion_tokens spent on reasoning, where the provider says
 
     @property
     def total(self) -> int:
@@ -53,10 +60,11 @@ class Usage:
 class Completion:
     """A backend's answer, before the client adds cost and timing."""
 
-    text: str
+    text: str  # the answer, without the reasoning
     usage: Usage = Usage()
     finish_reason: str | None = None
     model: str = ""
+    reasoning: str = ""  # a reasoning model's thinking, kept apart from the answer
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,12 @@ class ChatReply:
     cost_usd: float | None  # None: no price known for the model
     cached: bool = False
     attempts: int = 1
+    reasoning: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        """The reply was cut at the token limit."""
+        return self.finish_reason in CUT_REASONS
 
 
 @dataclass

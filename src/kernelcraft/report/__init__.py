@@ -2,9 +2,11 @@
 
 from .console import status_text, summary_table, verdict_lines, verdict_table
 from .html import render_report, write_report
-from .metrics import FAST_P, Summary, TaskOutcome, compile_ratio, geomean, summarize, summarize_by_level
+from .metrics import (BASELINES, EAGER, FAST_P, BaselineSummary, Summary, TaskOutcome, baseline_label, baseline_ratios, geomean,
+                      judge_error_cause, not_judged_text, summarize, summarize_by_level)
 from .run_data import RunReport, load_run
 
 __all__ = [
-    "status_text", "summary_table", "verdict_lines", "verdict_table", "FAST_P", "Summary", "TaskOutcome", "compile_ratio", "geomean", "summarize",
+    "status_text", "summary_table", "verdict_lines", "verdict_table", "BASELINES", "EAGER", "FAST_P", "BaselineSummary", "Summary",
+    "TaskOutcome", "baseline_label", "baseline_ratios", "geomean", "judge_error_cause", "not_judged_text", "summarize",
     "summarize_by_level", "render_report", "write_report", "RunReport", "load_run"]

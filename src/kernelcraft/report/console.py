@@ -6,10 +6,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..judge import Verdict
-from .metrics import FAST_P, Summary
+from .metrics import FAST_P, Summary, not_judged_text
 
+# judge_error is the judge's failure, never the candidate's: its own colour, apart from the candidates' failures.
 _STYLE = {"correct": "green", "incorrect": "red", "hack_detected": "bold red", "static_rejected": "yellow",
-          "build_failed": "yellow", "load_failed": "yellow", "runtime_error": "red", "timeout": "red"}
+          "build_failed": "yellow", "load_failed": "yellow", "runtime_error": "red", "timeout": "red",
+          "judge_error": "bold magenta", "not judged": "bold magenta"}
 
 
 def status_text(status: str) -> Text:
@@ -45,19 +47,30 @@ def verdict_lines(v: Verdict) -> list[str]:
 
 
 def summary_table(summaries: list[Summary]) -> Table:
-    t = Table(title="suite summary", title_justify="left")
+    """Per set of tasks, a row against each baseline (eager (strict) first); the caption says what was not
+    judged or could not be placed against a baseline, and the rules."""
+    t = Table(title="suite summary: fast_p and speedups against each baseline", title_justify="left", caption_justify="left")
     t.add_column("set")
-    t.add_column("correct", justify="right")
+    t.add_column("against")
+    t.add_column("correct / tasks", justify="right")
     for p in FAST_P:
         t.add_column(f"fast_{p:g}", justify="right")
     t.add_column("geomean", justify="right")
     t.add_column("median", justify="right")
     t.add_column("win rate", justify="right")
-    t.add_column("vs compile: fast_1 / geomean", justify="right")
+    notes = []
     for s in summaries:
-        comp = (f"{s.fast_p_compile.get(1.0, 0):.0%} / {s.geomean_compile:.2f}x ({s.compile_tasks} tasks)"
-                if s.compile_tasks and s.geomean_compile else "not recorded")
-        t.add_row(s.label, f"{s.correct}/{s.total}", *(f"{s.fast_p[p]:.0%}" for p in FAST_P),
-                  f"{s.geomean:.2f}x" if s.geomean else "-", f"{s.median:.2f}x" if s.median else "-",
-                  f"{s.win_rate:.0%}" if s.win_rate is not None else "-", comp)
+        for i, b in enumerate(s.baselines):
+            t.add_row(s.label if i == 0 else "", b.label, f"{b.correct}/{b.tasks}", *(f"{b.fast_p[p]:.0%}" for p in FAST_P),
+                      f"{b.geomean:.2f}x" if b.geomean else "-", f"{b.median:.2f}x" if b.median else "-",
+                      f"{b.win_rate:.0%}" if b.win_rate is not None else "-", end_section=i == len(s.baselines) - 1)
+            if b.missing:
+                notes.append(f"{s.label}: {b.label} not recorded for {b.missing} correct task{'s' * (b.missing != 1)}, "
+                             "left out of its row")
+        if s.not_judged:
+            notes.append(f"{s.label}: {not_judged_text(s.not_judged)}, left out of every row (the judge's failure)")
+    notes.append("correct / tasks: correct tasks placed against the baseline / fast_p's denominator (the judged tasks, a missing "
+                 "or failed one counting as not fast, less the correct ones without that baseline). strict: TF32 off everywhere, "
+                 "the reference every verdict is timed against; PyTorch defaults: what users run.")
+    t.caption = "\n".join(notes)
     return t

@@ -11,7 +11,7 @@ from markupsafe import Markup
 
 from ..store import Store
 from . import plots
-from .metrics import FAST_P
+from .metrics import FAST_P, not_judged_text
 from .run_data import CallTotals, RunReport, load_run
 
 REPORT_NAME = "report.html"
@@ -71,17 +71,19 @@ def render_report(report: RunReport) -> str:
     kernel's source, its verdict and the trajectory of attempts."""
     speedups = report.best_speedups
     figures = {
-        "fast_p": Markup(plots.fast_p_curve(speedups, report.summary.total)),
+        "fast_p": Markup(plots.fast_p_curve(speedups, report.summary.judged)),
         "distribution": Markup(plots.speedup_histogram(speedups)),
-        "turns": Markup(plots.turn_curve(report.turns, report.summary.total)),
+        "turns": Markup(plots.turn_curve(report.turns, report.summary.judged)),
     }
-    return _env().get_template("run_report.html.j2").render(r=report, s=report.summary, fast_p=FAST_P, figures=figures)
+    return _env().get_template("run_report.html.j2").render(r=report, s=report.summary, fast_p=FAST_P, figures=figures,
+                                                            not_judged=not_judged_text)
 
 
-def write_report(store: Store, run_id: str, out: Path | None = None) -> Path:
-    """Render run `run_id` to `out` (default `<workspace>/runs/<run_id>/report.html`) and return the path."""
+def write_report(store: Store, run_id: str, out: Path | None = None, run: RunReport | None = None) -> Path:
+    """Render run `run_id` (`run`, when the caller has loaded it already) to `out` (default
+    `<workspace>/runs/<run_id>/report.html`) and return the path."""
     path = Path(out) if out is not None else store.workspace / "runs" / run_id / REPORT_NAME
-    html = render_report(load_run(store, run_id))
+    html = render_report(run if run is not None else load_run(store, run_id))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path

@@ -1,15 +1,61 @@
-"""Suite metrics as KernelBench and judge-hardening.md define them: fast_p over ALL tasks (a missing
-or failed task counts as not fast), geometric mean and median over correct ones, win rate."""
+"""Suite metrics as KernelBench and judge-hardening.md define them, against each recorded baseline.
+
+Rules, in one place:
+- A task is judged unless the judge failed on its own side (`judge_error`: a full disk, a lost device...,
+  never the candidate's fault); a task not judged is left out of every denominator and reported apart,
+  with its cause. A missing or failed task is judged and counts as not fast.
+- fast_p against eager (strict), the reference every verdict is timed next to, is over ALL judged tasks.
+- Against another baseline X, a correct task's speedup is its effective speedup times X's recorded time
+  over eager (strict)'s recorded time on the same device (`baseline_ratios`). A failed task is not fast
+  against any baseline; a correct task without X recorded cannot be placed and leaves X's denominator
+  (`BaselineSummary.missing` counts them).
+- Geometric mean, median and win rate are over the correct tasks placed against the baseline."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
+from ..judge import Status, Verdict, baseline_kind
 from ..store import Baseline
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+
+EAGER = baseline_kind("reference")  # eager under the judge's strict precision: every verdict's reference
+LEGACY_COMPILE = "compile"  # torch.compile under strict precision, as older workspaces recorded it
+# Every baseline a summary may be against, in the order reports show them, with the name each headline gives it.
+BASELINES: dict[str, str] = {
+    EAGER: "eager (strict)",
+    baseline_kind("reference_default"): "eager (PyTorch defaults)",
+    baseline_kind("compiled"): "torch.compile (PyTorch defaults)",
+    baseline_kind("tunableop"): "TunableOp",
+    LEGACY_COMPILE: "torch.compile (strict, legacy)",
+}
+UNKNOWN_CAUSE = "unknown cause"
+
+
+def baseline_label(kind: str) -> str:
+    """The name reports give a store kind: "eager (strict)", or "eager (strict) @server" for another scenario."""
+    base, _, scenario = kind.partition("@")
+    label = BASELINES.get(base, base)
+    return f"{label} @{scenario}" if scenario else label
+
+
+def baseline_ratios(baselines: dict[str, Baseline]) -> dict[str, float]:
+    """Each recorded offline baseline's median time over eager (strict)'s, from a task's baselines on one device."""
+    eager = baselines.get(EAGER)
+    if eager is None or eager.median_ms <= 0:
+        return {}
+    return {kind: baselines[kind].median_ms / eager.median_ms for kind in BASELINES if kind != EAGER and kind in baselines}
+
+
+def judge_error_cause(message: str) -> str:
+    """A judge_error verdict's cause, as summaries group it: the first line of its message."""
+    lines = message.strip().splitlines()
+    return lines[0] if lines else UNKNOWN_CAUSE
 
 
 @dataclass(frozen=True)
@@ -17,57 +63,106 @@ class TaskOutcome:
     task_key: str
     level: int | None
     correct: bool
-    speedup: float | None = None  # effective speedup vs eager (1.0 when inside the noise band)
-    compile_ratio: float | None = None  # torch.compile time / eager time, where a baseline was recorded
+    speedup: float | None = None  # effective speedup vs eager (strict) (1.0 when inside the noise band)
+    baseline_ratios: dict[str, float] = field(default_factory=dict)  # kind -> its recorded time / eager (strict)'s
+    judge_error: str | None = None  # the cause, when the judge failed on its side and the task was not judged
 
-    @property
-    def speedup_vs_compile(self) -> float | None:
-        if self.speedup is None or self.compile_ratio is None:
+    @classmethod
+    def of_verdict(cls, task_key: str, level: int | None, v: Verdict, baselines: dict[str, Baseline]) -> "TaskOutcome":
+        """A task judged once (`eval-suite`), with the baselines recorded for its verdict's device."""
+        if v.status is Status.JUDGE_ERROR:
+            return cls(task_key, level, False, judge_error=judge_error_cause(v.message))
+        if not v.correct:
+            return cls(task_key, level, False)
+        return cls(task_key, level, True, v.effective_speedup, baseline_ratios(baselines))
+
+    def speedup_vs(self, kind: str) -> float | None:
+        """The speedup against baseline `kind`; None unless correct and, beyond eager (strict), recorded."""
+        if not self.correct or self.speedup is None:
             return None
-        return self.speedup * self.compile_ratio
+        if kind == EAGER:
+            return self.speedup
+        ratio = self.baseline_ratios.get(kind)
+        return None if ratio is None else self.speedup * ratio
+
+
+@dataclass(frozen=True)
+class BaselineSummary:
+    """fast_p and the speedup statistics of a set of tasks against one baseline."""
+
+    kind: str
+    label: str
+    tasks: int  # fast_p's denominator: the judged tasks, less the correct ones without this baseline
+    correct: int  # correct tasks placed against this baseline
+    missing: int  # correct tasks without this baseline recorded, left out
+    fast_p: dict[float, float]
+    geomean: float | None
+    median: float | None
+    win_rate: float | None  # share of the placed correct tasks faster than the baseline
 
 
 @dataclass
 class Summary:
     label: str
-    total: int
+    total: int  # every task, judged or not
+    judged: int
     correct: int
-    fast_p: dict[float, float] = field(default_factory=dict)
-    geomean: float | None = None
-    median: float | None = None
-    win_rate: float | None = None  # share of correct tasks that are faster than the reference
-    fast_p_compile: dict[float, float] = field(default_factory=dict)
-    geomean_compile: float | None = None
-    compile_tasks: int = 0
+    baselines: list[BaselineSummary] = field(default_factory=list)  # eager (strict) first
+    not_judged: dict[str, int] = field(default_factory=dict)  # judge_error cause -> tasks
 
+    @property
+    def eager(self) -> BaselineSummary:
+        """Against eager (strict), the reference every verdict's speedup is measured against."""
+        return self.baselines[0]
 
-def compile_ratio(baselines: dict[str, Baseline]) -> float | None:
-    """torch.compile time over eager time from a task's recorded baselines, when both are there."""
-    if "compile" in baselines and "eager" in baselines:
-        return baselines["compile"].median_ms / baselines["eager"].median_ms
-    return None
+    @property
+    def fast_p(self) -> dict[float, float]:
+        return self.eager.fast_p
+
+    @property
+    def geomean(self) -> float | None:
+        return self.eager.geomean
+
+    @property
+    def median(self) -> float | None:
+        return self.eager.median
+
+    @property
+    def win_rate(self) -> float | None:
+        return self.eager.win_rate
+
+    def vs(self, kind: str) -> BaselineSummary | None:
+        """The summary against baseline `kind`, None when no correct task has it recorded."""
+        return next((b for b in self.baselines if b.kind == kind), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def _against(kind: str, judged: list[TaskOutcome]) -> BaselineSummary:
+    """Judged tasks' fast_p and speedup statistics against baseline `kind` (the module's rules)."""
+    correct = [o for o in judged if o.correct and o.speedup is not None]
+    speeds = [x for o in correct if (x := o.speedup_vs(kind)) is not None]
+    missing = len(correct) - len(speeds)
+    tasks = len(judged) - missing
+    return BaselineSummary(
+        kind=kind, label=baseline_label(kind), tasks=tasks, correct=len(speeds), missing=missing,
+        fast_p={p: (sum(1 for x in speeds if x > p) / tasks if tasks else 0.0) for p in FAST_P},
+        geomean=geomean(speeds), median=statistics.median(speeds) if speeds else None,
+        win_rate=sum(1 for x in speeds if x > 1.0) / len(speeds) if speeds else None)
+
+
 def summarize(label: str, outcomes: list[TaskOutcome]) -> Summary:
-    total = len(outcomes)
-    ok = [o for o in outcomes if o.correct and o.speedup is not None]
-    speeds = [o.speedup for o in ok]
-    s = Summary(label=label, total=total, correct=len(ok))
-    s.fast_p = {p: (sum(1 for x in speeds if x > p) / total if total else 0.0) for p in FAST_P}
-    s.geomean = geomean(speeds)
-    s.median = statistics.median(speeds) if speeds else None
-    s.win_rate = sum(1 for x in speeds if x > 1.0) / len(speeds) if speeds else None
-    # against torch.compile: over the tasks whose compile baseline was recorded
-    s.compile_tasks = sum(1 for o in outcomes if o.compile_ratio is not None)
-    vs_compile = [o.speedup_vs_compile for o in ok if o.compile_ratio is not None]
-    if s.compile_tasks:
-        s.fast_p_compile = {p: sum(1 for x in vs_compile if x > p) / s.compile_tasks for p in FAST_P}
-        s.geomean_compile = geomean(vs_compile)
-    return s
+    """Against eager (strict), and against each other baseline some correct task has recorded."""
+    judged = [o for o in outcomes if o.judge_error is None]
+    summaries = [_against(kind, judged) for kind in BASELINES]
+    return Summary(label=label, total=len(outcomes), judged=len(judged), correct=summaries[0].correct,
+                   baselines=[s for s in summaries if s.kind == EAGER or s.correct],
+                   not_judged=dict(Counter(o.judge_error for o in outcomes if o.judge_error is not None)))
 
 
 def summarize_by_level(outcomes: list[TaskOutcome]) -> list[Summary]:
@@ -77,3 +172,13 @@ def summarize_by_level(outcomes: list[TaskOutcome]) -> list[Summary]:
     if len(levels) > 1:
         out.append(summarize("all", outcomes))
     return out
+
+
+def not_judged_text(counts: dict[str, int], what: str = "not judged") -> str:
+    """Judge errors by cause in a line: "not judged: 2 (disk full)", "not judged: 3 (disk full: 2; worker could
+    not start: 1)"; "" when there were none."""
+    if len(counts) == 1:
+        (cause, n), = counts.items()
+        return f"{what}: {n} ({cause})"
+    causes = "; ".join(f"{cause}: {n}" for cause, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{what}: {sum(counts.values())} ({causes})" if counts else ""

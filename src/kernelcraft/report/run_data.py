@@ -4,17 +4,19 @@ Nothing here measures: every number is a verdict, an attempt or a model call the
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..judge import Verdict
+from ..judge import Status, Verdict
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, LLMCallRow, RunRow, SkillCandidateRow, Store
-from .metrics import Summary, TaskOutcome, compile_ratio, geomean, summarize
+from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error_cause, summarize
 
 CORRECT = "correct"
+JUDGE_ERROR = Status.JUDGE_ERROR.value
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,11 @@ class TaskReport:
     best_source: str | None
     reference_source: str
     usage: CallTotals
-    compile_ratio: float | None  # torch.compile time / eager time, where both baselines were recorded
+    baseline_ratios: dict[str, float]  # each baseline's recorded time / eager (strict)'s, on the best verdict's device
     schemes: list[dict[str, Any]] = field(default_factory=list)  # the skill schemes the selector chose
+    # The causes of the run's judge_error verdicts on this task, oldest first: evaluations the judge failed on its own
+    # side (the search parks such a step and records no attempt; --resume judges it again).
+    judge_errors: list[str] = field(default_factory=list)
 
     @property
     def anchor(self) -> str:
@@ -107,9 +112,16 @@ class TaskReport:
     def correct_attempts(self) -> int:
         return sum(1 for a in self.attempts if a.correct)
 
+    @property
+    def not_judged(self) -> str | None:
+        """The cause when the judge failed on its own side on this task and judged none of its candidates: the task
+        is left out of the summary's denominators. One candidate judged (correct or not) makes it count."""
+        judged = any(a.verdict is not None and a.status != JUDGE_ERROR for a in self.attempts)
+        return self.judge_errors[0] if self.judge_errors and not judged else None
+
     def outcome(self) -> TaskOutcome:
         return TaskOutcome(self.key, self.level, self.best is not None, self.best.speedup if self.best else None,
-                           self.compile_ratio)
+                           self.baseline_ratios, self.not_judged)
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,11 @@ class RunReport:
         """The best effective speedup of every task that has a correct candidate, in task order."""
         return [t.best.speedup for t in self.tasks if t.best is not None and t.best.speedup is not None]
 
+    @property
+    def evaluations_not_judged(self) -> dict[str, int]:
+        """The run's judge_error verdicts by cause, on every task (those that count as judged too)."""
+        return dict(Counter(cause for t in self.tasks for cause in t.judge_errors))
+
 
 def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
     """Best speedup so far by turn, over the tasks solved by then."""
@@ -177,12 +194,18 @@ def _attempt(store: Store, row: AttemptRow) -> AttemptReport:
                          llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta)
 
 
-def _compile_ratio(store: Store, task_key: str, attempts: list[AttemptReport]) -> float | None:
-    """compile/eager from the baselines of the device the task's verdicts ran on, as `eval-suite` does."""
-    names = [str(a.verdict.env.get("device_name", "")) for a in attempts if a.verdict is not None]
-    if not names:
-        return None
-    return compile_ratio(store.baselines(task_key, names[-1]))
+def _baseline_ratios(store: Store, task_key: str, best: AttemptReport | None) -> dict[str, float]:
+    """The baselines' ratios on the device the best verdict ran on, as `eval-suite` takes them; only a correct
+    task needs them."""
+    if best is None or best.verdict is None:
+        return {}
+    return baseline_ratios(store.baselines(task_key, str(best.verdict.env.get("device_name", ""))))
+
+
+def _judge_errors(store: Store, run_id: str, task_key: str) -> list[str]:
+    """The causes of the run's judge_error verdicts on a task."""
+    return [judge_error_cause(store.verdict(row.id).message) for row in store.verdicts(run_id=run_id, task_key=task_key)
+            if row.status == JUDGE_ERROR]
 
 
 def _config(args: dict[str, Any]) -> OptimizeConfig | None:
@@ -200,7 +223,8 @@ def _model(config: OptimizeConfig | None, calls: list[LLMCallRow]) -> str:
 
 def load_run(store: Store, run_id: str) -> RunReport:
     """Gather run `run_id` from `store`: its tasks in order, each with attempts, verdicts and best candidate, the
-    suite metrics over all of them (a task with no correct candidate counts as not fast), and the model usage.
+    suite metrics over all of them against each recorded baseline (a task with no correct candidate counts as not
+    fast; one the judge never judged is left out), and the model usage.
 
     Raises KeyError when the store has no such run."""
     run = store.run(run_id)
@@ -214,8 +238,8 @@ def load_run(store: Store, run_id: str) -> RunReport:
             best=best, best_source=store.candidate_source(best.verdict_id) if best and best.verdict_id else None,
             reference_source=store.task_source(row.task_key),
             usage=CallTotals.of([c for c in calls if c.task_key == row.task_key]),
-            compile_ratio=_compile_ratio(store, row.task_key, attempts),
-            schemes=store.state(run_id, row.task_key, "schemes") or []))
+            baseline_ratios=_baseline_ratios(store, row.task_key, best),
+            schemes=store.state(run_id, row.task_key, "schemes") or [], judge_errors=_judge_errors(store, run_id, row.task_key)))
     last = max((a.created_at for t in tasks for a in t.attempts), default=None)
     end = run.finished_at if run.finished_at is not None else last
     config = _config(run.args)

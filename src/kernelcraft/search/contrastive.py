@@ -3,7 +3,8 @@ kernels with their measured speedups, drawn from two different score buckets (a 
 temperature over the buckets' mean scores picks the buckets, then one kernel uniformly from each),
 and answers in three parts: why the faster one is faster, a design that beats both, the code.
 The exemplar database holds this task's correct kernels from this run and from earlier runs in
-the same judging context. Until it holds two, prompts are plain."""
+the same judging context. Until it holds two, prompts are plain. Each round's samples are asked
+together, so with batch replies a round is one batch round."""
 
 from __future__ import annotations
 
@@ -50,7 +51,10 @@ def sections_note(reply: str) -> dict[str, Any]:
 @register("contrastive")
 class Contrastive:
     def run(self, ctx: TaskContext) -> None:
-        database = [Outcome("correct", speedup, "", source, vid) for vid, source, speedup in ctx.store.correct_kernels(ctx.context)]
+        # Earlier runs' kernels, then this run's as its rounds add them (replayed on resume): each round's
+        # database, and so its prompts, come out the same in every invocation.
+        earlier = ctx.store.correct_kernels(ctx.context, other_than_run=ctx.run_id)
+        database = [Outcome("correct", speedup, "", source, vid) for vid, source, speedup in earlier]
         known = {o.verdict_id for o in database}
         for rnd in range(ctx.config.turns):
             outcomes = run_parallel([lambda k=k: self._sample(ctx, rnd, k, list(database)) for k in range(ctx.config.samples)],

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from ..llm import BatchPending, BudgetExceeded, EndpointError
+from ..llm import BudgetExceeded, EndpointError
 
 
 class RunStopped(Exception):
-    """The whole run must stop now (budget spent, batch replies pending, endpoint gone); what was
-    recorded stays, and `--resume` continues."""
+    """The whole run must stop now (budget spent, endpoint gone); what was recorded stays, and
+    `--resume` continues."""
+
+
+class Parked(RunStopped):
+    """One line of work (a sample, a branch, a child) cannot go on in this invocation: its model reply
+    is not in yet (batch), or the judge failed on its own side. It stops there while the rest of the run
+    goes on; the run stops once every task has finished or parked, and `--resume` takes it up again."""
 
 
 class TaskFailed(Exception):
@@ -15,4 +21,4 @@ class TaskFailed(Exception):
 
 
 # Model errors that end the run, not one sample: every later call would fail the same way.
-RUN_STOPPING_ERRORS = (BudgetExceeded, BatchPending, EndpointError)
+RUN_STOPPING_ERRORS = (BudgetExceeded, EndpointError)

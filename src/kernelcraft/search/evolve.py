@@ -3,8 +3,11 @@ kernels, each child made by a mutation prompt (edit one parent) or a crossover p
 two), parents chosen with weight by fitness (speedup), a diversity archive keeping the best kernel
 of every cell of (language, techniques used, speedup band), and periodic migration of each
 island's best to the next island. Children are made asynchronously: `parallel` of them are in
-flight at once, each choosing its parents from the population as it stands. A resumed run
-rebuilds the islands and the archive from the recorded children and goes on."""
+flight at once, each choosing its parents from the population as it stands; each child's plan
+(island, operator, parents) is saved before it is asked. A resumed run rebuilds the islands and
+the archive from the recorded children, asks the planned children again with the same prompts, and
+goes on. With batch replies, a child that waits parks its worker, so a batch round holds
+`parallel` children."""
 
 from __future__ import annotations
 
@@ -70,50 +73,75 @@ class Evolve:
         for a in recorded:
             population.add(Member(a.sample, int(a.meta.get("island", 0)) % options.islands, ctx.outcome_of(a)),
                            options.migrate_every)
+        done = {a.sample for a in recorded}
+        # Children planned before a stop and not recorded (a batch reply not in, a judge error): asked
+        # first, with the prompt their saved plan gives, so a reply that came in answers it.
+        planned = {g: plan for g in range(options.generations)
+                   if g not in done and (plan := ctx.saved(_plan_key(g))) is not None}
+        queue = sorted(planned)
         lock = threading.Lock()
-        state = {"next": max((a.sample for a in recorded), default=-1) + 1, "left": options.generations - len(recorded)}
+        state = {"next": max(done | set(planned), default=-1) + 1, "left": options.generations - len(recorded) - len(planned)}
 
         def worker() -> None:
             while True:
                 with lock:
-                    if state["left"] <= 0 or ctx.stop.is_set():
+                    if ctx.stop.is_set():
                         return
-                    state["left"] -= 1
-                    generation = state["next"]
-                    state["next"] += 1
-                    island = generation % options.islands
-                    messages, meta = self._child_prompt(ctx, population, generation, island)
-                outcome = ctx.attempt(generation, 0, messages, meta)
+                    if queue:
+                        generation = queue.pop(0)
+                        plan = planned[generation]
+                    elif state["left"] > 0:
+                        state["left"] -= 1
+                        generation = state["next"]
+                        state["next"] += 1
+                        plan = self._plan(ctx, population, generation)
+                        ctx.save(_plan_key(generation), plan)
+                    else:
+                        return
+                    messages = self._prompt(ctx, population, generation, plan)
+                outcome = ctx.attempt(generation, 0, messages, plan)
                 with lock:
-                    population.add(Member(generation, island, outcome), options.migrate_every)
+                    population.add(Member(generation, plan["island"], outcome), options.migrate_every)
 
-        run_parallel([worker] * min(options.parallel, max(1, state["left"])), "evolve")
+        run_parallel([worker] * min(options.parallel, max(1, len(queue) + state["left"])), "evolve")
 
-    def _child_prompt(self, ctx: TaskContext, population: Population, generation: int,
-                      island: int) -> tuple[list[Message], dict[str, Any]]:
+    @staticmethod
+    def _plan(ctx: TaskContext, population: Population, generation: int) -> dict[str, Any]:
+        """How a child is made, from the population as it stands: its island, the operator, the parents'
+        verdict ids (and, for a parent from the archive, `from`). Saved, and recorded as the attempt's note."""
         options = ctx.config.evolve
         rng = random.Random(f"{ctx.config.seed}/{ctx.task.key}/{generation}")
-        opening = ctx.opening(generation)
+        island = generation % options.islands
         members = population.islands[island]
         correct = [m for m in members if m.outcome.correct]
-        meta: dict[str, Any] = {"island": island}
+        plan: dict[str, Any] = {"island": island}
         if correct and population.archive and rng.random() < options.archive_pick:
             parent = rng.choice(list(population.archive.values()))  # diversity: any cell, uniformly
-            return (ctx.coder.directed(opening, "mutation", parent=parent.outcome.example()),
-                    {**meta, "op": "mutation", "from": "archive", "parents": [parent.outcome.verdict_id]})
+            return {**plan, "op": "mutation", "from": "archive", "parents": [parent.outcome.verdict_id]}
         if len(correct) >= 2 and rng.random() < options.crossover:
             a = weighted_pick(correct, rng)
             b = weighted_pick(correct, rng, exclude=a)
             if a.outcome.source != b.outcome.source:
-                return (ctx.coder.directed(opening, "crossover", first=a.outcome.example(), second=b.outcome.example()),
-                        {**meta, "op": "crossover", "parents": [a.outcome.verdict_id, b.outcome.verdict_id]})
+                return {**plan, "op": "crossover", "parents": [a.outcome.verdict_id, b.outcome.verdict_id]}
         if correct:
-            parent = weighted_pick(correct, rng)
-            return (ctx.coder.directed(opening, "mutation", parent=parent.outcome.example()),
-                    {**meta, "op": "mutation", "parents": [parent.outcome.verdict_id]})
+            return {**plan, "op": "mutation", "parents": [weighted_pick(correct, rng).outcome.verdict_id]}
         failed = [m for m in members if m.outcome.source is not None]
         if failed:  # nothing correct yet on this island: repair the latest attempt, with the judge's words
-            parent = failed[-1]
-            return (ctx.coder.directed(opening, "mutation", parent=parent.outcome.example()),
-                    {**meta, "op": "repair", "parents": [parent.outcome.verdict_id]})
-        return opening, {**meta, "op": "fresh"}
+            return {**plan, "op": "repair", "parents": [failed[-1].outcome.verdict_id]}
+        return {**plan, "op": "fresh"}
+
+    @staticmethod
+    def _prompt(ctx: TaskContext, population: Population, generation: int, plan: dict[str, Any]) -> list[Message]:
+        """A child's messages from its plan; its parents are members of the population."""
+        outcomes = {m.outcome.verdict_id: m.outcome for island in population.islands for m in island}
+        parents = [outcomes[vid].example() for vid in plan.get("parents", [])]
+        opening = ctx.opening(generation)
+        if plan["op"] == "fresh":
+            return opening
+        if plan["op"] == "crossover":
+            return ctx.coder.directed(opening, "crossover", first=parents[0], second=parents[1])
+        return ctx.coder.directed(opening, "mutation", parent=parents[0])
+
+
+def _plan_key(generation: int) -> str:
+    return f"child/{generation}"

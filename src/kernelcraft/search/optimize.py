@@ -1,7 +1,11 @@
 """An optimization run: every task of a target through one strategy, tasks side by side, every
 attempt in the store, the best kernel of each task written as a file a user can import. A run
-stopped by its budget, a batch waiting for replies, or an interrupt is continued by `resume`,
-which skips finished tasks and finished turns."""
+stopped by its budget, a batch waiting for replies, a judge failing on its own side, or an
+interrupt is continued by `resume`, which skips finished tasks and finished turns.
+
+A line of work that parks (a batch reply not in yet, a judge error) stops alone; the run stops
+once every task has finished or parked, and only then does the batch backend write the requests
+it held, all in one round."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from ..store import AttemptRow, Store
 from ..tasks import Task
 from .budget import JudgeBudget
 from .config import OptimizeConfig
-from .errors import RunStopped, TaskFailed
+from .errors import Parked, RunStopped, TaskFailed
+from .parked import ParkedWork
 from .skill_use import SkillLearner, Verification, skill_schemes
 from .strategy import STRATEGIES, CallLog, SearchEvent, TaskContext, best_attempt
 
@@ -63,6 +68,7 @@ class Optimizer:
         self.judge_config = JudgeConfig().with_overrides(config.judge)
         self.stop = threading.Event()
         self.abort = threading.Event()
+        self.parked = ParkedWork()  # what this invocation's parked work waits on
         self.library = SkillLibrary(store) if config.search.skills.enabled else None
 
     def start(self, tasks: list[Task], kind: str = RUN_KIND) -> str:
@@ -99,17 +105,26 @@ class Optimizer:
         executor.shutdown()
         for future, task in futures.items():
             e = future.exception()
+            if isinstance(e, Parked):  # what it waits on is in self.parked
+                continue
             if isinstance(e, RunStopped):
                 stopped = stopped or str(e)
             elif isinstance(e, TaskFailed):
                 errors[task.key] = str(e)
             elif e is not None:
                 raise e
+        stopped = self._stop_reason(stopped)
         if stopped is None:
             self.store.finish_run(run_id)
         done = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
         results = [self._result(run_id, t, t.key in done, errors.get(t.key)) for t in tasks]
         return RunResult(run_id, results, stopped, self.client.spend, self.out_dir(run_id))
+
+    def _stop_reason(self, stopped: str | None) -> str | None:
+        """Why the run stops: `stopped` (a budget, an endpoint), and what its parked work waits on, once
+        the batch backend has written the requests it held."""
+        parked = self.parked.summary(self.client.flush())
+        return "; ".join(reason for reason in (stopped, parked) if reason) or None
 
     def _attach(self, run_id: str) -> tuple[Coder, CallLog, JudgeBudget]:
         """Point the model client at `run_id`'s records and budgets; returns the coder, the call log and
@@ -134,7 +149,7 @@ class Optimizer:
                            planner=Planner(self.client, self.config.search.language, self.device), store=self.store,
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
                            stop=self.stop, abort=self.abort, atol=atol, rtol=rtol, budget=budget,
-                           judge_config=self.judge_config, device=self.device,
+                           judge_config=self.judge_config, device=self.device, parked=self.parked,
                            context=context_hash(task.source, task.meta.to_dict(), self.judge_config, self.device.name))
 
     def _skills(self) -> list[Skill]:
@@ -165,7 +180,10 @@ class Optimizer:
         cid = self.store.record_skill_candidate(skill.model_dump(mode="json"), "pending", "awaiting verification",
                                                 run_id=run_id, task_key=task.key)
         learner = SkillLearner(self.library, SkillSummarizer(self.client))
-        result = learner.verify(ctx, skill, 0, cid, search.skills.verify_samples, search.skills.verify_turns)
+        try:
+            result = learner.verify(ctx, skill, 0, cid, search.skills.verify_samples, search.skills.verify_turns)
+        except Parked:
+            raise RunStopped(self._stop_reason(None) or "the verification waits") from None
         self.store.finish_run(run_id)
         return result
 

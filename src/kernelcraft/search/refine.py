@@ -15,20 +15,28 @@ from .strategy import Outcome, TaskContext, register, run_parallel
 
 def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, meta: dict[str, Any] | None = None) -> list[Outcome]:
     """One sample's conversation: up to `turns` answers, each told the judge's verdict on the one
-    before. Turns a stopped run recorded are replayed from the store, not asked again."""
+    before. Turns a stopped run recorded are replayed from the store, not asked again; a turn a judge
+    error parked is judged again from its stored source."""
     done = sorted((a for a in ctx.prior if a.sample == sample), key=lambda a: a.turn)
     outcomes = [ctx.outcome_of(a) for a in done]
     exchanges = [Exchange(reply, a.feedback) for a in done if (reply := ctx.reply_of(a)) is not None]
     for turn in range(len(done), turns):
-        messages = trimmed_history(opening, exchanges, ctx.config.history_tokens, ctx.coder.omitted_note)
-        try:
-            proposal = ctx.ask(messages, sample)
-        except LLMError as e:  # this sample's call failed for good (after retries): it ends here
-            outcomes.append(ctx.record_llm_error(sample, turn, e, meta))
-            break
-        outcome = ctx.record(sample, turn, proposal, meta)
+        held = ctx.held(sample, turn)
+        if held is not None:
+            outcome = ctx.record_source(sample, turn, held.source, meta, llm_call_id=held.llm_call_id)
+            reply = held.reply
+        else:
+            messages = trimmed_history(opening, exchanges, ctx.config.history_tokens, ctx.coder.omitted_note)
+            try:
+                proposal = ctx.ask(messages, sample)
+            except LLMError as e:  # this sample's call failed for good (after retries): it ends here
+                outcomes.append(ctx.record_llm_error(sample, turn, e, meta))
+                break
+            outcome = ctx.record(sample, turn, proposal, meta)
+            reply = proposal.reply.text
         outcomes.append(outcome)
-        exchanges.append(Exchange(proposal.reply.text, outcome.feedback))
+        if reply is not None:
+            exchanges.append(Exchange(reply, outcome.feedback))
     return outcomes
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents import KernelExample, SkillSelector, SkillSummarizer
+from ..agents import KernelExample, Selection, SkillSelector, SkillSummarizer
 from ..llm import LLMError
 from ..skills import Evidence, Skill, SkillLibrary, decide, recall, task_query
 from ..store import AttemptRow
@@ -31,21 +31,23 @@ class Verification:
 
 
 def skill_schemes(ctx: TaskContext, skills: list[Skill], selector: SkillSelector) -> list[SkillScheme]:
-    """Scheme 0 without skills, then one per selector call that picked something. Saved, so a
-    resumed task shows its samples the same skills."""
+    """Scheme 0 without skills, then one per selector call that picked something (the calls go out
+    together: with batch replies, one round). Saved, so a resumed task shows its samples the same skills."""
     by_name = {s.name: s for s in skills}
     saved = ctx.saved("schemes")
     if saved is None:
         options = ctx.config.skills
         recalled = recall(skills, task_query(ctx.task), options.recall)
-        saved = []
-        for i in range(options.schemes if recalled else 0):
+
+        def select(i: int) -> Selection | None:
             try:
-                selection = ctx.guarded(lambda i=i: selector.select(ctx.task, recalled, options.k, sample=i))
+                return ctx.guarded(lambda: selector.select(ctx.task, recalled, options.k, sample=i))
             except LLMError:  # a failed selection is one scheme fewer, not a failed task
-                continue
-            if selection.choices:
-                saved.append({"skills": [c.name for c in selection.choices], "reasons": [c.reason for c in selection.choices]})
+                return None
+
+        selections = run_parallel([lambda i=i: select(i) for i in range(options.schemes if recalled else 0)], "select")
+        saved = [{"skills": [c.name for c in sel.choices], "reasons": [c.reason for c in sel.choices]}
+                 for sel in selections if sel is not None and sel.choices]
         ctx.save("schemes", saved)
     schemes = [SkillScheme(0)]
     for entry in saved:

@@ -4,7 +4,12 @@ A strategy decides which prompts to send and which candidates to judge; `TaskCon
 rest the same way for all of them: judging (each distinct source once per task), recording every
 attempt in the store, telling the run's progress display, and stopping when the run must stop.
 Every strategy registers in `STRATEGIES`; a resumed run replays the attempts already recorded
-(`prior_attempt`) and the decisions already saved (`saved`) instead of asking again."""
+(`prior_attempt`) and the decisions already saved (`saved`) instead of asking again.
+
+A line of work parks (raises Parked) when its model reply is not in yet (a batch) or when the judge
+failed on its own side (a judge_error verdict, never shown to the model nor recorded as an
+attempt); the rest of the run goes on. A step parked by a judge error is judged again on resume
+from its stored source (`held`), with no new model call."""
 
 from __future__ import annotations
 
@@ -13,19 +18,21 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
-from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal
-from ..judge import DeviceDescription, Job, JudgeConfig, LocalPool, Result, Verdict, context_hash, normalized_hash
-from ..llm import CallRecord, LLMError, Message
+from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal, Truncated
+from ..judge import DeviceDescription, Job, JudgeConfig, LocalPool, Result, Status, Verdict, context_hash, normalized_hash
+from ..llm import BatchPending, CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
 from ..tasks import Task
 from .budget import JudgeBudget
 from .config import SearchConfig
-from .errors import RUN_STOPPING_ERRORS, RunStopped, TaskFailed
+from .errors import RUN_STOPPING_ERRORS, Parked, RunStopped, TaskFailed
+from .parked import ParkedWork
 
 PARSE_FAILED = "parse_failed"
+TRUNCATED = "truncated"  # the reply was cut at the token limit before its code was complete
 LLM_ERROR = "llm_error"
 T = TypeVar("T")
 
@@ -92,6 +99,20 @@ class Outcome:
         return KernelExample(self.source, self.speedup, self.feedback)
 
 
+@dataclass(frozen=True)
+class HeldStep:
+    """A step whose evaluation failed on the judge's side before a stop: the source to judge again,
+    and the model call that wrote it (None for a source a strategy wrote itself)."""
+
+    source: str
+    llm_call_id: int | None
+    reply: str | None
+
+
+def _held_key(sample: int, turn: int) -> str:
+    return f"held/{sample}/{turn}"
+
+
 @dataclass
 class TaskContext:
     task: Task
@@ -114,6 +135,7 @@ class TaskContext:
     context: str  # the verdict context (task, judge settings, device): equal sources in it are judged once
     schemes: list[SkillScheme] = field(default_factory=lambda: [SkillScheme(0)])
     own_run_only: bool = False  # reuse only this run's verdicts (see measured_here)
+    parked: ParkedWork = field(default_factory=ParkedWork)  # the run's tally of parked work, shared by its tasks
     _judged: dict[str, "Future[tuple[Verdict, int]]"] = field(default_factory=dict)
     _judged_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -149,12 +171,15 @@ class TaskContext:
     # -- model calls ---------------------------------------------------------------------------
     def guarded(self, call: Callable[[], T]) -> T:
         """Run a model call; a run-stopping model error (or a spent wall-time budget) sets `stop` and
-        raises RunStopped."""
+        raises RunStopped; a batch reply not in yet raises Parked (the rest of the run goes on)."""
         if self.stop.is_set():
             raise RunStopped("the run is stopping")
         try:
             self.budget.check_time()
             return call()
+        except BatchPending as e:
+            self.parked.reply()
+            raise Parked(str(e)) from None
         except RUN_STOPPING_ERRORS as e:
             self.stop.set()
             raise RunStopped(str(e)) from None
@@ -227,21 +252,28 @@ class TaskContext:
         self._check_abort()
         call_id = self.calls.id_for(proposal)
         if isinstance(proposal.candidate, ParseFailure):
+            status = TRUNCATED if isinstance(proposal.candidate, Truncated) else PARSE_FAILED
             feedback = self.coder.feedback(proposal.candidate).content
-            self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=PARSE_FAILED,
+            self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=status,
                                       llm_call_id=call_id, feedback=feedback, meta=self.meta(sample, **(meta or {})))
-            self.emit(SearchEvent("attempt", self.task.key, sample, turn, PARSE_FAILED))
-            return Outcome(PARSE_FAILED, None, feedback, None)
+            self.emit(SearchEvent("attempt", self.task.key, sample, turn, status))
+            return Outcome(status, None, feedback, None)
         return self.record_source(sample, turn, proposal.candidate, meta, llm_call_id=call_id)
 
     def record_source(self, sample: int, turn: int, source: str, meta: dict[str, Any] | None = None,
                       llm_call_id: int | None = None) -> Outcome:
         """Judge a candidate source (a model's, or one a strategy wrote itself), record the attempt, tell
-        the progress display; returns what became of it, with the feedback for the model."""
+        the progress display; returns what became of it, with the feedback for the model. A judge error
+        parks the step instead (see `_park`)."""
         self._check_abort()
         meta = self.meta(sample, **(meta or {}))
         verdict, vid = self.judge(source)
         self._check_abort()
+        if verdict.status is Status.JUDGE_ERROR:
+            self._park(sample, turn, verdict, vid, llm_call_id)
+        # The source the verdict was measured on (an equal one judged before, when reused): what
+        # `outcome_of` gives on resume, so the prompts built from this outcome come out the same.
+        source = self.store.candidate_source(vid)
         feedback = self.coder.feedback(verdict).content
         speedup = verdict.effective_speedup if verdict.correct else None
         self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=verdict.status.value,
@@ -249,14 +281,34 @@ class TaskContext:
         self.emit(SearchEvent("attempt", self.task.key, sample, turn, verdict.status.value, speedup))
         return Outcome(verdict.status.value, speedup, feedback, source, vid)
 
+    def _park(self, sample: int, turn: int, verdict: Verdict, vid: int, llm_call_id: int | None) -> NoReturn:
+        """Leave a step whose evaluation failed on the judge's side pending: nothing is recorded as the
+        candidate's attempt, the model is told nothing, and `held` gives the step back on resume."""
+        self.save(_held_key(sample, turn), {"verdict_id": vid, "llm_call_id": llm_call_id})
+        self.parked.judge_error(verdict.message)
+        raise Parked(f"the judge failed on its side: {verdict.message}")
+
+    def held(self, sample: int, turn: int) -> HeldStep | None:
+        """The step a judge error parked before a stop (see `_park`), or None."""
+        saved = self.saved(_held_key(sample, turn))
+        if saved is None:
+            return None
+        call = saved["llm_call_id"]
+        return HeldStep(self.store.candidate_source(saved["verdict_id"]), call,
+                        self.store.llm_reply(call) if call is not None else None)
+
     def attempt(self, sample: int, turn: int, messages: list[Message], meta: dict[str, Any] | None = None,
                 reply_meta: Callable[[str], dict[str, Any]] | None = None) -> Outcome:
-        """One single-shot slot: the recorded outcome if a stopped run already did it, else ask, judge, record
-        (with `reply_meta` of the reply added to the note). A call that failed for good (after retries) is
-        recorded as such; run-stopping errors raise."""
+        """One single-shot slot: the recorded outcome if a stopped run already did it, the held source judged
+        again if a judge error parked it, else ask, judge, record (with `reply_meta` of the reply added to the
+        note). A call that failed for good (after retries) is recorded as such; run-stopping errors raise."""
         prior = self.prior_attempt(sample, turn)
         if prior is not None:
             return self.outcome_of(prior)
+        held = self.held(sample, turn)
+        if held is not None:
+            extra = reply_meta(held.reply) if reply_meta and held.reply is not None else {}
+            return self.record_source(sample, turn, held.source, {**(meta or {}), **extra}, llm_call_id=held.llm_call_id)
         try:
             proposal = self.ask(messages, sample)
         except LLMError as e:

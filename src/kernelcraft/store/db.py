@@ -23,6 +23,9 @@ from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
 _BUSY_TIMEOUT_S = 30  # how long a connection waits for another's write lock
+# Verdicts never reused for an equal candidate: a timeout can come from a busy machine rather than
+# the code, a judge_error is the judge's own failure.
+_REUSABLE = "v.status NOT IN ('timeout', 'judge_error')"
 
 
 class StoreError(Exception):
@@ -73,6 +76,8 @@ class LLMCallRow:
     error: str | None
     prompt_path: str
     reply_path: str | None
+    reasoning_tokens: int = 0  # of completion_tokens, where the provider says
+    reasoning_path: str | None = None  # a reasoning model's thinking, apart from the reply
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,9 @@ class AttemptRow:
     turn: int
     llm_call_id: int | None
     verdict_id: int | None
-    status: str  # a verdict status, or "parse_failed" when the reply held no candidate
+    # a verdict status; "parse_failed" when the reply held no candidate, "truncated" when it was cut at the
+    # token limit first, "llm_error" when the call failed for good
+    status: str
     speedup: float | None  # the effective speedup of a correct candidate
     feedback: str  # what the model was told about this attempt
     created_at: float
@@ -120,7 +127,7 @@ class AttemptRow:
 class Baseline:
     task_key: str
     device_name: str
-    kind: str  # eager, compile or tunableop; "@server" for the server scenario (judge.baseline_kind)
+    kind: str  # eager, eager_default, compile_default, tunableop (compile: legacy); "@server": server scenario (judge.baseline_kind)
     median_ms: float
     q1_ms: float
     q3_ms: float
@@ -356,9 +363,13 @@ class Store(SkillTables):
              str(verdict.env.get("torch", "")), verdict.to_json(), context_hash, time.time()))
         return int(cur.lastrowid)
 
-    def correct_kernels(self, context_hash: str, limit: int = 50) -> list[tuple[int, str, float]]:
-        """Correct kernels judged in this context by any run, fastest first: (verdict id, source, effective speedup).
-        Of kernels within noise of the reference (effective speedup 1.0), the faster measured comes first."""
+    def correct_kernels(self, context_hash: str, limit: int = 50, *, other_than_run: str | None = None
+                        ) -> list[tuple[int, str, float]]:
+        """Correct kernels judged in this context by any run (`other_than_run`: but that one), fastest first:
+        (verdict id, source, effective speedup). Of kernels within noise of the reference (effective speedup
+        1.0), the faster measured comes first."""
+        if other_than_run is not None:
+            return self._correct_kernels("v.context_hash=? AND coalesce(v.run_id, '') != ?", (context_hash, other_than_run), limit)
         return self._correct_kernels("v.context_hash=?", (context_hash,), limit)
 
     def correct_kernels_anywhere(self, task_key: str, device_name: str, limit: int = 50) -> list[tuple[int, str, float]]:
@@ -375,18 +386,17 @@ class Store(SkillTables):
 
     def judged_norm_hashes(self, context_hash: str) -> set[str]:
         """The normalized hashes of every candidate judged in this context by any run (those a new
-        judgment would reuse: timeouts are left out, as in `reusable_verdict`)."""
+        judgment would reuse: timeouts and judge errors are left out, as in `reusable_verdict`)."""
         rows = self._query("SELECT DISTINCT c.norm_hash FROM verdicts v JOIN candidates c ON c.id = v.candidate_id "
-                           "WHERE v.context_hash=? AND v.status != 'timeout' AND c.norm_hash != ''", (context_hash,))
+                           f"WHERE v.context_hash=? AND {_REUSABLE} AND c.norm_hash != ''", (context_hash,))
         return {r[0] for r in rows}
 
     def reusable_verdict(self, context_hash: str, norm_hash: str, run_id: str | None = None) -> int | None:
         """The latest verdict of a candidate with the same normalized source in the same context, if any
-        (with `run_id`: measured by that run only). Timeouts are not reused: they can come from a busy
-        machine rather than the code."""
+        (with `run_id`: measured by that run only). Timeouts and judge errors are not reused (see _REUSABLE)."""
         in_run = " AND v.run_id=?" if run_id is not None else ""
         rows = self._query("SELECT v.id FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.context_hash=? "
-                           f"AND c.norm_hash=? AND v.status != 'timeout'{in_run} ORDER BY v.id DESC LIMIT 1",
+                           f"AND c.norm_hash=? AND {_REUSABLE}{in_run} ORDER BY v.id DESC LIMIT 1",
                            (context_hash, norm_hash, *([run_id] if run_id is not None else [])))
         return int(rows[0][0]) if rows and context_hash and norm_hash else None
 
@@ -476,6 +486,16 @@ class Store(SkillTables):
         """Jobs by status."""
         return {r[0]: int(r[1]) for r in self._query("SELECT status, count(*) FROM jobs GROUP BY status")}
 
+    def job_judge_errors(self) -> dict[str, int]:
+        """Finished jobs whose verdict is a judge_error (the judge's own failure), by the verdict's message."""
+        rows = self._query("SELECT v.verdict_json FROM jobs j JOIN verdicts v ON v.id = j.verdict_id "
+                           "WHERE j.status='done' AND v.status='judge_error'")
+        causes: dict[str, int] = {}
+        for r in rows:
+            message = json.loads(r[0]).get("message", "")
+            causes[message] = causes.get(message, 0) + 1
+        return causes
+
     # -- llm calls -----------------------------------------------------------------------------
     def record_llm_call(self, record: CallRecord, run_id: str | None = None) -> int:
         """A model call with its prompt and reply written as files under the run's directory."""
@@ -490,18 +510,23 @@ class Store(SkillTables):
         if reply is not None:  # with the sampling, what `replay:` needs to answer this request again
             recorded["usage"] = dataclasses.asdict(reply.usage)
         prompt_path.write_text(json.dumps(recorded, indent=1))
-        reply_path = None
+        reply_path = reasoning_path = None
         if reply is not None:
             reply_path = base / f"{stem}.reply.md"
             reply_path.write_text(reply.text)
+            if reply.reasoning:
+                reasoning_path = base / f"{stem}.reasoning.md"
+                reasoning_path.write_text(reply.reasoning)
         cur = self._exec(
             "INSERT INTO llm_calls (run_id, purpose, task_key, model, request_key, sample, prompt_tokens, completion_tokens, "
-            "cost_usd, latency_s, attempts, cached, error, prompt_path, reply_path, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "cost_usd, latency_s, attempts, cached, error, prompt_path, reply_path, reasoning_tokens, reasoning_path, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run_id, req.purpose, req.task, reply.model if reply else req.model, req.key(), req.sample,
              reply.usage.prompt_tokens if reply else 0, reply.usage.completion_tokens if reply else 0,
              reply.cost_usd if reply else None, reply.latency_s if reply else None, reply.attempts if reply else 0,
              int(reply.cached) if reply else 0, record.error, str(prompt_path.relative_to(self.workspace)),
-             str(reply_path.relative_to(self.workspace)) if reply_path else None, record.started_at or time.time()))
+             str(reply_path.relative_to(self.workspace)) if reply_path else None, reply.usage.reasoning_tokens if reply else 0,
+             str(reasoning_path.relative_to(self.workspace)) if reasoning_path else None, record.started_at or time.time()))
         return int(cur.lastrowid)
 
     def llm_calls(self, *, run_id: str | None = None) -> list[LLMCallRow]:
@@ -510,4 +535,5 @@ class Store(SkillTables):
         return [LLMCallRow(id=r["id"], run_id=r["run_id"], purpose=r["purpose"], task_key=r["task_key"], model=r["model"],
                            prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"], cost_usd=r["cost_usd"],
                            latency_s=r["latency_s"], cached=bool(r["cached"]), error=r["error"], prompt_path=r["prompt_path"],
-                           reply_path=r["reply_path"]) for r in rows]
+                           reply_path=r["reply_path"], reasoning_tokens=r["reasoning_tokens"],
+                           reasoning_path=r["reasoning_path"]) for r in rows]

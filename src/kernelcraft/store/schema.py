@@ -182,4 +182,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX jobs_status ON jobs(status, id);
     """,
+    """
+    -- a reasoning model's thinking, kept apart from its reply
+    ALTER TABLE llm_calls ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE llm_calls ADD COLUMN reasoning_path TEXT;
+    """,
 ]

@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 import torch
 
 from ..agents import Coder, KernelExample, ParseFailure, extract_candidate, parse_choices, parse_drafts, render
-from ..judge import DeviceDescription, JudgeConfig, Verdict, describe_device, normalized_hash
+from ..judge import DeviceDescription, JudgeConfig, Status, Verdict, describe_device, normalized_hash
 from ..llm import Message
 from ..search import Exchange, trimmed_history
 from ..search.strategy import PARSE_FAILED
@@ -50,7 +50,8 @@ class Evaluator(Protocol):
 class ReusedVerdicts:
     """An evaluator that judges each distinct candidate of a task once (equal up to comments and
     whitespace) and hands out its verdict again: RL samples repeat candidates often. A re-measurement of an
-    outsized win (`remeasure`) is also taken once per candidate. Thread-safe."""
+    outsized win (`remeasure`) is also taken once per candidate. A judge_error is not kept: the next equal
+    candidate is judged again. Thread-safe."""
 
     def __init__(self, evaluator: Evaluator) -> None:
         self.evaluator = evaluator
@@ -76,11 +77,16 @@ class ReusedVerdicts:
                 future = self._verdicts[key] = Future()
         if mine:
             try:
-                future.set_result(self._timed(task, source, again))
+                verdict = self._timed(task, source, again)
             except BaseException as e:
                 with self._lock:  # a failure is not a verdict: the next caller tries again
                     del self._verdicts[key]
                 future.set_exception(e)
+            else:
+                if verdict.status is Status.JUDGE_ERROR:  # nor is the judge's own failure: judged again next time
+                    with self._lock:
+                        del self._verdicts[key]
+                future.set_result(verdict)
         return future.result()
 
     def _timed(self, task: Task, source: str, again: bool) -> Verdict:
@@ -152,6 +158,7 @@ class KernelEnv:
         self._draft: Skill | None = None
         self._verify_exchanges: list[Exchange] = []
         self._verify_best: float | None = None
+        self._verify_judge_errors = 0
         self._recalled = recall(self.skills, task_query(self.task), self.cfg.skills.recall) if self.skills else []
         if self._recalled:
             self._phase = "select"
@@ -240,6 +247,8 @@ class KernelEnv:
             return StepResult(self._obs, "coder", step.reward, False, info)
         if self._selector is not None:
             self._selector.reward = selector_reward([Trajectory("coder", self._coder).total_reward])
+            # a selection none of whose kernels the judge could judge has earned nothing, and lost nothing
+            self._selector.rejected = all(s.status == Status.JUDGE_ERROR.value for s in self._coder)
         return self._after_coder(step, info)
 
     def _after_coder(self, step: Step, info: dict[str, Any]) -> StepResult:
@@ -290,6 +299,7 @@ class KernelEnv:
         source, outcome = self._judged(reply)
         self._verify_exchanges.append(Exchange(reply, self.coder.feedback(outcome).content))
         if isinstance(outcome, Verdict) and source is not None:
+            self._verify_judge_errors += outcome.status is Status.JUDGE_ERROR
             r = coder_reward(outcome, self.cfg.reward, self._remeasure(source))
             if outcome.correct and not r.rejected and r.reason != "hack":  # what a coder turn would be paid for
                 self._verify_best = max(self._verify_best or 0.0, outcome.effective_speedup or 0.0)
@@ -307,6 +317,8 @@ class KernelEnv:
         decision = decide(self.cfg.skills.policy, evidence)
         gain = (self._verify_best or 0.0) / (without or 1.0) if decision.admitted else None
         self._summarizer.reward = summarizer_reward(decision.admitted, gain, self.cfg.reward)
+        # a skill whose regenerations the judge could not judge was never tested: no reward either way
+        self._summarizer.rejected = self._verify_judge_errors == len(self._verify_exchanges)
         self._summarizer.info.update(admitted=decision.admitted, admission=decision.reason,
                                      evidence=evidence.model_dump(mode="json"), skill=self._draft.model_dump(mode="json"))
         info.update(summarizer_reward=self._summarizer.reward, admitted=decision.admitted)

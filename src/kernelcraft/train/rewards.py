@@ -1,6 +1,8 @@
 """Rewards per role, shaped so that RL cannot learn hacks (CUDA-L1) or lazy kernels (Dr.Kernel).
 
 Coder, from one verdict:
+- a judge_error (the judge failed on its side: a full disk, a lost device...) is no verdict on the candidate:
+  no reward, and the turn is rejected (out of the loss and of every baseline), so a trainer skips it;
 - a hack (status hack_detected, or a verdict with one of `hack_flags`) earns only
   -hack_penalty: a flagged win must never pay, or RL learns the flag's trick;
 - anything else not correct earns 0;
@@ -9,7 +11,8 @@ Coder, from one verdict:
   with the speedup inside the noise band counting as 1.0 (Verdict.effective_speedup), and a verdict
   flagged slowed_reference paid no more than its speedup over the reference timed alone. A speedup above
   remeasure_above is measured again through `remeasure`, and the lower of the two is rewarded; with
-  no re-measurement, or one that is not correct, the win is rewarded only up to remeasure_above.
+  no re-measurement, or one that is not correct (a judge_error included), the win is rewarded only up to
+  remeasure_above.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class RewardConfig(BaseModel):
 class CoderReward:
     value: float
     rejected: bool
-    reason: str  # "", "not_correct", "hack", "low_coverage", "remeasured", "not_remeasured"
+    reason: str  # "", "judge_error", "not_correct", "hack", "low_coverage", "remeasured", "not_remeasured"
     parts: dict[str, float]  # correct, speedup, coverage, penalty: the weighted terms, summing to value
 
 
@@ -62,6 +65,8 @@ def coder_reward(verdict: Verdict, cfg: RewardConfig,
                  remeasure: Callable[[Verdict], Verdict | None] | None = None) -> CoderReward:
     """The reward of one coder turn; `remeasure` evaluates the same candidate again (on another
     device, ideally) and is called only for a speedup above cfg.remeasure_above."""
+    if verdict.status is Status.JUDGE_ERROR:
+        return CoderReward(0.0, True, "judge_error", _parts())
     if _is_hack(verdict, cfg):
         return _hack(cfg)
     if not verdict.correct:

@@ -12,8 +12,9 @@ What TRL allows of our advantages: one advantage per completion, the reward minu
 optionally over the group's std (`grpo_settings`). So "grpo" and "drgrpo" map directly, and "rloo" and
 "trloo" become exact leave-one-out by a reward weight of G/(G-1) without std scaling (r - mean of the
 others = G/(G-1) (r - mean)); over a multi-turn completion that is TRLOO's first turn, and later turns
-share it. "reinforce" (a batch baseline) has no TRL form. A rejected turn (lazy coverage) gives no reward
-(None), which TRL leaves out of its group's baseline with an advantage of 0. TRL trains one role; the
+share it. "reinforce" (a batch baseline) has no TRL form. A rejected turn (lazy coverage, or a judge_error: the
+judge's own failure) gives no reward (None), which TRL leaves out of its group's baseline with an advantage of 0;
+a multi-turn completion none of whose turns was accepted is left out the same way. TRL trains one role; the
 selector and summarizer train through the verl adapter (docs/training.md).
 """
 
@@ -35,7 +36,7 @@ from datasets.table import InMemoryTable
 from trl import GRPOConfig, GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
-from ..judge import Judge
+from ..judge import Judge, Status
 from ..skills import Skill
 from ..tasks import Task, resolve_task
 from .advantages import Estimator
@@ -154,8 +155,10 @@ def _generate(trainer: GRPOTrainer, batch: list[list[int]]) -> list[list[int]]:
 
 
 def _correct_share(episodes: list[Episode]) -> float:
-    """The share of correct coder turns (logged beside TRL's own metrics)."""
-    steps = [s for e in episodes if (t := e.trajectory("coder")) is not None for s in t.steps]
+    """The share of correct coder turns among those judged (logged beside TRL's own metrics): a judge_error is
+    not the candidate's turn."""
+    steps = [s for e in episodes if (t := e.trajectory("coder")) is not None for s in t.steps
+             if s.status != Status.JUDGE_ERROR.value]
     return sum(s.status == "correct" for s in steps) / len(steps) if steps else 0.0
 
 

@@ -10,6 +10,10 @@ verl's estimators without std scaling (`rloo`; `grpo` with `norm_adv_by_std_in_g
 launch command uses. verl keeps one scalar reward per sample, so a coder row's turns share its return
 (TRLOO's first turn); the environment's episodes (`KernelEnv.episode()`) keep the turn-level rewards.
 
+Samples with no reward: verl cannot leave a sample out of its group's mean, so a row whose role earned none
+(none of its turns accepted: judge errors, the judge's own failures, or lazy coverage) is masked out entirely
+(`loop_reward`): it carries no gradient, and its reward of 0 only enters the others' baseline.
+
 verl is optional and imported only here, when installed; everything but `KernelAgentLoop` works without it.
 """
 
@@ -31,12 +35,12 @@ import jinja2
 from datasets import Dataset
 
 from ..agents import ParseFailure, extract_candidate
-from ..judge import Verdict
+from ..judge import Status, Verdict
 from ..skills import Skill
 from ..tasks import Task, resolve_task, task_from_source
 from .advantages import role_weight
 from .config import EnvConfig, RLConfig, RLConfigError
-from .env import KernelEnv, play
+from .env import KernelEnv, RoleSample, play
 from .episode import Role
 from .rewards import RewardConfig, coder_reward
 from .service import JudgeClient
@@ -123,12 +127,18 @@ def _client(url: str, token_env: str) -> JudgeClient:
         return _clients[(url, token)]
 
 
+class JudgeFailed(RuntimeError):
+    """The judge failed on its own side on a sample, twice: the sample has no score (the message is one line)."""
+
+
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                   url: str | None = None, token_env: str | None = None, reward: dict[str, Any] | None = None,
                   **kwargs: Any) -> float:
     """verl's custom reward function: the reply's candidate judged by the reward service, scored with
-    rewards.coder_reward (a rejected turn scores 0: verl has no way to leave a sample out). The service is
-    `url` (reward_kwargs), else the row's, else $KERNELCRAFT_JUDGE_URL; its token is in $`token_env`."""
+    rewards.coder_reward (a turn rejected for low coverage scores 0: verl has no way to leave a sample out). A
+    judge_error is the judge's failure, not the candidate's: it is judged once more, fresh, and a second one raises
+    JudgeFailed rather than score a kernel nobody judged. The service is `url` (reward_kwargs), else the row's, else
+    $KERNELCRAFT_JUDGE_URL; its token is in $`token_env`."""
     info = extra_info or {}
     candidate = extract_candidate(solution_str)
     if isinstance(candidate, ParseFailure):
@@ -140,8 +150,22 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     cfg = RewardConfig.model_validate(reward) if reward is not None else env.reward
     judge = ServiceJudge(_client(address, token_env or info.get("token_env") or TOKEN_ENV), info.get("device", "cuda"))
     task = _row_task(info)
-    result = coder_reward(judge.evaluate(task, candidate), cfg, lambda _: judge.remeasure(task, candidate))
+    verdict = judge.evaluate(task, candidate)
+    if verdict.status is Status.JUDGE_ERROR:
+        verdict = judge.remeasure(task, candidate)
+    if verdict.status is Status.JUDGE_ERROR:
+        raise JudgeFailed(f"the judge failed on its side twice on a {task.key} sample ({' '.join(verdict.message.split())}): "
+                          "no score for a kernel nobody judged")
+    result = coder_reward(verdict, cfg, lambda _: judge.remeasure(task, candidate))
     return 0.0 if result.rejected else result.value
+
+
+def loop_reward(sample: RoleSample, weight: float) -> tuple[list[int], float]:
+    """The response mask and reward verl gets for a row's sample: the role's return times its loss weight; a sample
+    without a return (the role did not act, or none of its turns was accepted) is masked out entirely."""
+    if sample.reward is None:
+        return [0] * len(sample.mask), 0.0
+    return sample.mask, weight * sample.reward
 
 
 @lru_cache(maxsize=1)
@@ -236,9 +260,10 @@ if AgentLoopBase is not None:
             rollout = self.config.actor_rollout_ref.rollout
             limit = rollout.response_length
             episode = sample.episode
+            mask, reward = loop_reward(sample, info["weight"])
             return AgentLoopOutput(
                 prompt_ids=sample.prompt_ids[-rollout.prompt_length:], response_ids=sample.completion_ids[:limit],
-                response_mask=sample.mask[:limit], reward_score=info["weight"] * (sample.reward or 0.0),
+                response_mask=mask[:limit], reward_score=reward,
                 num_turns=sum(len(t.steps) for t in episode.trajectories) * 2, metrics={},
                 extra_fields={"kernelcraft_role": role,
                               "kernelcraft_statuses": [s.status for t in episode.trajectories for s in t.steps if s.status]})

@@ -79,8 +79,12 @@ class AnthropicNative:
             args["extra_body"] = sampling
         with calling(self.sdk, self.where, timeout, lambda e: self._status_error(e, request.model)):
             r = self.client.messages.create(**args)
-        text = "".join(block.text for block in r.content or [] if getattr(block, "type", "") == "text")
-        return Completion(text=text, usage=self._usage(r.usage), finish_reason=r.stop_reason, model=r.model or request.model)
+        blocks = r.content or []
+        text = "".join(block.text for block in blocks if getattr(block, "type", "") == "text")
+        # Extended thinking comes as its own blocks (output tokens, billed as such): kept apart from the answer.
+        thinking = "\n\n".join(block.thinking for block in blocks if getattr(block, "type", "") == "thinking")
+        return Completion(text=text, usage=self._usage(r.usage), finish_reason=r.stop_reason, model=r.model or request.model,
+                          reasoning=thinking)
 
     def _status_error(self, e: Any, model: str) -> LLMError:
         status, message = e.status_code, api_message(e)

@@ -1,8 +1,13 @@
 """Answers through files in a directory, for a provider's batch API (cheaper, slower) or for
-answering by hand. Concurrent requests are gathered into rounds; each round is written as JSONL
-in the OpenAI Batch API's input format, and replies are read from any other JSONL file in the
-directory in its output format, matched to requests by `custom_id` (the request key), so they
-can be put there in any order, under any name, while the run waits or before a later run resumes.
+answering by hand. Requests are gathered into rounds; each round is written as JSONL in the OpenAI
+Batch API's input format, and replies are read from any other JSONL file in the directory in its
+output format, matched to requests by `custom_id` (the request key), so they can be put there in
+any order, under any name, while the run waits or before a later run resumes.
+
+Without waiting (`wait_s` 0, the default) a request with no reply is held and answered BatchPending
+at once, and `flush` (when the run has gone as far as it can) writes every held request as one
+round. With waiting, the calls arriving within `window_s` of a round's first one form the round,
+written at once, and each call waits up to `wait_s` for its reply.
 
 - `round-NNNN.requests.jsonl`, written here, a line per request:
   `{"custom_id": KEY, "method": "POST", "url": "/v1/chat/completions", "body": {"model": ..., "messages": [...], ...}}`
@@ -18,12 +23,14 @@ import os
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import BatchPending, EndpointError, LLMError
-from ..types import ChatRequest, Completion, Usage
+from ..types import ChatRequest, Completion
+from .openai_format import completion_of
 
 REQUESTS_SUFFIX = ".requests.jsonl"
 _ROUND = re.compile(r"round-(\d+)\.requests\.jsonl")
@@ -87,19 +94,40 @@ def _parse_reply(d: dict[str, Any], where: str) -> _Reply:
             err = body.get("error") if isinstance(body, dict) else None
             message = err.get("message") if isinstance(err, dict) else None
             return _Reply(where, error=f"status {response.get('status_code')}: {message or body}")
-        choice = body["choices"][0]
-        u = body.get("usage") or {}
-        return _Reply(where, Completion(text=choice["message"]["content"] or "", finish_reason=choice.get("finish_reason"),
-                                        model=body.get("model") or "",
-                                        usage=Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)))
+        return _Reply(where, completion_of(body["choices"][0], body.get("usage"), body.get("model") or ""))
     except (KeyError, IndexError, TypeError, AttributeError) as e:
         return _Reply(where, error=f"not a batch reply with a chat completion ({type(e).__name__}: {e})")
 
 
+@dataclass(frozen=True)
+class BatchSurvey:
+    """What a batch directory holds: its requests, which of them have replies, where the others are."""
+
+    directory: Path
+    requests: int
+    answered: int
+    errors: int  # answers that are error lines: those calls fail
+    pending: dict[str, int]  # requests file -> its requests without a reply
+    unmatched: int  # replies to no request of the directory
+    unreadable: dict[str, int]  # file -> lines that are no batch lines
+
+    def summary(self) -> str:
+        """One line, as `optimize --resume` reports it."""
+        waiting = sum(self.pending.values())
+        text = f"batch {self.directory}: {self.answered} of {self.requests} requests have replies"
+        text += f" ({self.errors} of them errors)" if self.errors else ""
+        text += f", {waiting} still pending"
+        text += f" ({', '.join(f'{n} in {name}' for name, n in sorted(self.pending.items()))})" if waiting else ""
+        text += f"; {self.unmatched} replies match no request" if self.unmatched else ""
+        if self.unreadable:
+            files = ", ".join(f"{name}: {n}" for name, n in sorted(self.unreadable.items()))
+            text += f"; {sum(self.unreadable.values())} unreadable lines skipped ({files})"
+        return text
+
+
 class Batch:
-    """`batch:DIR[:NAME]`. Calls arriving within `window_s` of a round's first one (or until it
-    holds `round_size`) form the round; each call then waits up to `wait_s` for its reply and
-    raises BatchPending when none came. The client's per-call timeout does not apply."""
+    """`batch:DIR[:NAME]`: see the module's note for the two ways a round is formed. The client's
+    per-call timeout does not apply."""
 
     def __init__(self, directory: Path, *, window_s: float = 2.0, wait_s: float = 0.0, round_size: int = 8) -> None:
         self.dir = Path(directory)
@@ -109,6 +137,8 @@ class Batch:
         self._lock = threading.Lock()  # guards the file index, the open round and round writing
         self._files: dict[Path, _File] = {}
         self._open: _Round | None = None
+        self._held: dict[str, ChatRequest] = {}  # without waiting: requests for the round `flush` writes
+        self._waiting: dict[str, Path | None] = {}  # requests answered BatchPending -> their requests file (None: held)
 
     def check(self) -> None:
         try:
@@ -124,9 +154,61 @@ class Batch:
         with self._lock:
             self._scan()
             found = self._find(key)
+            if found is None and self.wait_s == 0:
+                raise self._hold(key, request)
         if found is not None:  # answered in an earlier run's files: no new round
             return found.result()
         return self._await(key, self._join_round(key, request))
+
+    def _hold(self, key: str, request: ChatRequest) -> BatchPending:
+        """Keep a request without a reply for the round `flush` writes, unless a requests file holds it
+        already; what the call raises. With the lock held."""
+        held_in = self._requests_file(key)
+        if held_in is None:
+            self._held[key] = request
+        self._waiting[key] = held_in
+        where = held_in.name if held_in is not None else "the round written when the run stops"
+        return BatchPending(f"no reply yet: the request is in {where}", str(held_in) if held_in is not None else None)
+
+    def _requests_file(self, key: str) -> Path | None:
+        return next((path for path, f in self._files.items() if key in f.requests), None)
+
+    def flush(self) -> str | None:
+        """Write the held requests as one round; a line naming, by requests file, the requests of this
+        process that still wait for a reply (None when none does)."""
+        with self._lock:
+            written = None
+            if self._held:
+                before = set(self._files)
+                try:
+                    files = self._write_round(self._held)
+                except OSError as e:
+                    raise EndpointError(f"cannot write the batch round to {self.dir}: {e.strerror or e}") from None
+                self._waiting.update(files)
+                written = next((path for path in files.values() if path not in before), None)
+                self._held.clear()
+            self._scan()
+            waiting = Counter(path for key, path in self._waiting.items() if path is not None and self._find(key) is None)
+        if not waiting:
+            return None
+        files = ", ".join(f"{n} in {path.name}" + (" (written now)" if path == written else "")
+                          for path, n in sorted(waiting.items()))
+        return (f"{sum(waiting.values())} model requests wait for batch replies ({files}): have them answered (a "
+                f"provider's batch API takes each file as it is, or answer by hand), put the replies JSONL (OpenAI batch "
+                f"output format) in {self.dir}, and resume")
+
+    def survey(self) -> BatchSurvey:
+        """What the directory holds now."""
+        with self._lock:
+            self._scan()
+            asked = {key: path.name for path, f in self._files.items() for key in f.requests}
+            answers = {key: self._find(key) for key in asked}
+            replied = {key for f in self._files.values() for key in f.replies}
+        return BatchSurvey(
+            self.dir, len(asked), sum(1 for r in answers.values() if r is not None),
+            sum(1 for r in answers.values() if r is not None and r.completion is None),
+            dict(Counter(asked[key] for key, r in answers.items() if r is None)), len(replied - asked.keys()),
+            {p.name: f.unreadable for p, f in self._files.items() if f.unreadable})
 
     def _join_round(self, key: str, request: ChatRequest) -> Path:
         """Add the request to the open round (opening one if none) and return, once the round is
@@ -159,7 +241,7 @@ class Batch:
         """Write the requests no requests file holds yet as the next round (to a temporary name,
         then renamed, so a reader never sees half a file); with the lock held."""
         self._scan()
-        files = {key: path for key in requests for path, f in self._files.items() if key in f.requests}
+        files = {key: path for key in requests if (path := self._requests_file(key)) is not None}
         new = [q for key, q in requests.items() if key not in files]
         if not new:  # all asked in an earlier run, whose replies are still out
             return files
@@ -179,6 +261,7 @@ class Batch:
                 self._scan()
                 found = self._find(key)
                 if found is None and time.monotonic() >= deadline:
+                    self._waiting[key] = held_in
                     raise BatchPending(self._pending_message(held_in), str(held_in))
             if found is not None:
                 return found.result()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import openai
 
 from ..errors import EndpointError, LLMError, TransientError
-from ..types import ChatRequest, Completion, Usage
+from ..types import ChatRequest, Completion
+from .openai_format import completion_of
 from .sdk_errors import calling, checking
 
 
@@ -39,10 +40,7 @@ class OpenAICompatible:
                 temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, seed=s.seed, timeout=timeout)
         if not getattr(r, "choices", None):
             raise TransientError(f"{self.where} sent an answer without choices")
-        choice = r.choices[0]
-        u = r.usage
-        return Completion(text=choice.message.content or "", finish_reason=choice.finish_reason, model=r.model or request.model,
-                          usage=Usage(u.prompt_tokens or 0, u.completion_tokens or 0) if u else Usage())
+        return completion_of(r.choices[0], r.usage, r.model or request.model)
 
     def _status_error(self, e: openai.APIStatusError) -> LLMError:
         if e.status_code == 429:

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from ...judge import Status
 from ...store.db import JobRow
 from ...tasks import TaskError
 from .models import API_PREFIX, Health, JobView, SubmitRequest, SubmitResponse
@@ -76,15 +77,18 @@ def create_app(queue: JobQueue, token: str) -> FastAPI:
 
     @app.get(f"{API_PREFIX}/health", response_model=Health)
     def health() -> Health:
-        counts = queue.store.job_counts()
+        counts, judge_errors = queue.store.job_counts(), queue.store.job_judge_errors()
         return Health(device=queue.device.kind, device_name=queue.device.name, workers=queue.workers,
-                      **{status: counts.get(status, 0) for status in ("queued", "running", "done", "failed")})
+                      **{status: counts.get(status, 0) for status in ("queued", "running", "done", "failed")},
+                      judge_errors=sum(judge_errors.values()), judge_error_causes=judge_errors)
 
     app.include_router(jobs)
     return app
 
 
 def _view(queue: JobQueue, job: JobRow) -> JobView:
-    verdict = queue.store.verdict(job.verdict_id).to_dict() if job.verdict_id is not None else None
-    return JobView(job_id=job.id, status=job.status, task_key=job.task_key, verdict_id=job.verdict_id, verdict=verdict,
-                   reused=job.reused, error=job.error)
+    verdict = queue.store.verdict(job.verdict_id) if job.verdict_id is not None else None
+    judge_error = verdict.message if verdict is not None and verdict.status is Status.JUDGE_ERROR else None
+    return JobView(job_id=job.id, status=job.status, task_key=job.task_key, verdict_id=job.verdict_id,
+                   verdict=verdict.to_dict() if verdict is not None else None, reused=job.reused, error=job.error,
+                   judge_error=judge_error)

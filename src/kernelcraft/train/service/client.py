@@ -97,7 +97,9 @@ class JudgeClient:
             time.sleep(poll_s)
 
     def wait(self, job_id: int, poll_s: float = 0.5, timeout_s: float | None = None) -> Verdict:
-        """The job's verdict. Raises ServiceError if the job failed (its task could not be run)."""
+        """The job's verdict. Raises ServiceError if the job failed (its task could not be run). A verdict of status
+        judge_error (the judge's own failure, JobView.judge_error) comes back as it is: rewards.coder_reward gives it
+        no reward and rejects the turn."""
         view = self.result(job_id, poll_s, timeout_s)
         if view.verdict is None:
             raise ServiceError(f"job {job_id} failed: {view.error}")

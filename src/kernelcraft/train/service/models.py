@@ -50,6 +50,9 @@ class JobView(BaseModel):
     verdict: Optional[dict[str, Any]] = None
     reused: bool = False  # the verdict of an earlier, equal candidate (same normalized source and judge context)
     error: Optional[str] = None
+    # The verdict's message when its status is judge_error: the judge failed on its side, not the candidate. Such a
+    # sample has no reward: a trainer skips it (rewards.coder_reward rejects it).
+    judge_error: Optional[str] = None
 
 
 class Health(BaseModel):
@@ -60,3 +63,5 @@ class Health(BaseModel):
     running: int
     done: int
     failed: int
+    judge_errors: int = 0  # done jobs whose verdict is a judge_error (counted in done too)
+    judge_error_causes: dict[str, int] = Field(default_factory=dict)  # their verdicts' messages
