@@ -11,7 +11,7 @@ from kernelcraft.judge import STAGES, Job, LocalPool, Result, Status
 from kernelcraft.tasks import Shape, Task, hgemm_task, load_task_file, resolve_task
 from kernelcraft.tasks.runtime import exec_module, make_inputs, torch_dtype
 
-from .conftest import CANDIDATES, evaluate_all
+from .conftest import CANDIDATES, FAST, evaluate_all
 
 CUDA_CANDIDATES = sorted((CANDIDATES / "cuda").glob("*.py"))
 
@@ -72,3 +72,18 @@ def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPo
     coverage = v.stage("audit").details["coverage"]
     assert coverage["top_other"][0][0] == library[:80], coverage
     assert v.coverage < 0.05 and (v.status is Status.HACK_DETECTED or "low_coverage" in {f.code for f in v.flags})
+
+
+@pytest.mark.gpu
+def test_a_pool_over_two_gpus_judges_on_each(cache_dir: Path) -> None:
+    """`--gpus 2`: one pool, one judge per device; each verdict names the device that gave it."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    jobs = [Job(resolve_task(p.stem), p.read_text(), tag=p.stem) for p in CUDA_CANDIDATES[:4]]
+    with LocalPool("cuda", cache_dir=cache_dir, config=FAST, device_indices=[0, 1], workers=2) as pool:
+        results = evaluate_all(pool, jobs)
+    verdicts = [r.verdict for r in results.values()]
+    assert all(v is not None and v.status is Status.CORRECT for v in verdicts), [r.error for r in results.values()]
+    assert {v.env["device_index"] for v in verdicts if v is not None} == {0, 1}

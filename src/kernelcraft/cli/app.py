@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..judge import (DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, TaskRunError, Verdict, baseline_kind, check_device,
-                     describe_device)
+                     describe_device, device_indices)
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
 from ..report import (RunReport, Summary, TaskOutcome, baseline_label, load_run, not_judged_text, status_text, summarize_by_level,
@@ -46,6 +46,7 @@ WorkspaceOpt = typer.Option(Path(os.environ.get("KERNELCRAFT_WORKSPACE", "kernel
                             help="Workspace directory (database, build cache, artifacts).")
 DeviceOpt = typer.Option("cuda", "--device", "-d", help="cuda or cpu.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON for machines.")
+GpusOpt = typer.Option(1, "--gpus", help="Spread the evaluations over this machine's first N GPUs (--workers each).")
 SetOpt = typer.Option([], "--set", help="Override a task's module-level size constant, e.g. --set batch_size=16 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Judge options from a TOML file (keys of JudgeConfig).")
 SeedsOpt = typer.Option(None, "--seeds", min=1, help="Correctness seeds (default 5).")
@@ -349,7 +350,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                    inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
                    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent evaluations (default: half the cores, at most 8)."),
                    sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, seeds: Optional[int] = SeedsOpt,
-                   atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt, baselines: bool = BaselinesOpt) -> None:
+                   atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt, baselines: bool = BaselinesOpt,
+                   gpus: int = GpusOpt) -> None:
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate, against
     eager (strict) and each baseline users compare with; tasks the judge failed on (judge_error) reported apart."""
     if not solutions.is_dir():
@@ -357,6 +359,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     tasks = _suite(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
     cfg = _config(config, seeds, atol, rtol)
     jobs, missing = [], []
+    indices = device_indices(device, gpus)
     for t in tasks:
         p = find_solution(t, solutions)
         if p is None:
@@ -371,7 +374,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     judged: list[tuple[Task, Verdict]] = []
     with Store(workspace) as store:
         run_id = store.start_run("eval-suite", {"suite": suite, "solutions": str(solutions), "device": device})
-        with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers) as pool, \
+        with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers,
+                       device_indices=indices) as pool, \
                 Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                          TimeElapsedColumn(), console=err, transient=True) as bar:
             progress = bar.add_task("eval", total=len(jobs), info="")

@@ -12,11 +12,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..judge import JUDGE_VERSION, LocalPool, Result, describe_device, self_check_source
+from ..judge import JUDGE_VERSION, LocalPool, Result, describe_device, device_indices, self_check_source
 from ..report import status_text
 from ..report.selfcheck import SELF_CHECK_RUN, SelfCheckRow, self_checked, summarize_self_check
 from ..store import Store
-from .app import ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _suite, app, err, out
+from .app import ConfigOpt, DeviceOpt, GpusOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _suite, app, err, out
 
 
 def _gb(n: int) -> str:
@@ -57,7 +57,8 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
                                                                                  "was not correct (after a fix)."),
                    report_only: bool = typer.Option(False, "--report-only", help="Judge nothing: show what the workspace holds."),
                    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write every row and the summary as JSON here."),
-                   sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt) -> None:
+                   sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt,
+                   gpus: int = GpusOpt) -> None:
     """Judge each task's own reference as its candidate: each must come out correct at 1.00x within
     the noise band, with no judge_error. Per task, the wall time, the peak disk, host and device memory
     and the noise band. Resumable: tasks already checked under this judge version on this device are
@@ -66,6 +67,7 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
     if not tasks:
         raise UsageError(f"{suite}: no task" + (f" of level {', '.join(map(str, levels))}" if levels else ""))
     cfg = _config(config, None, None, None)
+    indices = device_indices(device, gpus)
     device_name = describe_device(device).name
     by_key = {t.key: t for t in tasks}
     with Store(workspace) as store:
@@ -76,7 +78,8 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
         run_id = store.start_run(SELF_CHECK_RUN, {"suite": suite, "device": device, "levels": levels, "judge_version": JUDGE_VERSION})
         started = time.monotonic()
         left = list(todo)
-        with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers) as pool, \
+        with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers,
+                       device_indices=indices) as pool, \
                 Progress(TextColumn("self-check"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                          TimeElapsedColumn(), console=err, transient=True) as bar:
             progress = bar.add_task("check", total=len(todo), info="")

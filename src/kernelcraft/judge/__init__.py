@@ -9,7 +9,7 @@ Everything here is the parent (trusted) side; `worker` runs in the sandboxed pro
 """
 
 from .config import DEFAULT_TOLERANCE, JudgeConfig, Timeouts, TimingConfig
-from .device import DeviceDescription, DeviceUnavailable, check_device, describe_device
+from .device import DeviceDescription, DeviceUnavailable, check_device, describe_device, device_indices
 from .evaluate import JUDGE_VERSION, Judge, baseline_kind, self_check_source, source_hash
 from .normalize import context_hash, normalized_hash, normalized_source
 from .pool import Job, LocalPool, Result
@@ -21,6 +21,6 @@ from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
 __all__ = [
     "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceDescription", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
     "LocalPool", "Result", "Slowdown", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
-    "TimingStats", "Verdict", "baseline_kind", "check_device", "check_source", "context_hash", "describe_device", "honest_speedup",
+    "TimingStats", "Verdict", "baseline_kind", "check_device", "check_source", "context_hash", "describe_device", "device_indices", "honest_speedup",
     "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "self_check_source", "source_hash",
 ]

@@ -29,6 +29,22 @@ def check_device(device: str) -> None:
         raise DeviceUnavailable("no CUDA device is available here: use --device cpu, or run on a GPU machine")
 
 
+def device_indices(device: str, gpus: int) -> list[int]:
+    """The device indices a pool spreads its evaluations over: the first `gpus` CUDA devices, or
+    the one CPU. Raise DeviceUnavailable for more GPUs than this machine has, or GPUs on the CPU."""
+    check_device(device)
+    if gpus < 1:
+        raise DeviceUnavailable(f"--gpus {gpus}: give 1 or more")
+    if device == "cpu":
+        if gpus > 1:
+            raise DeviceUnavailable(f"--gpus {gpus} with --device cpu: the CPU is one device")
+        return [0]
+    have = torch.cuda.device_count()
+    if gpus > have:
+        raise DeviceUnavailable(f"--gpus {gpus}: this machine has {have} CUDA device(s)")
+    return list(range(gpus))
+
+
 def describe_device(device: str, index: int = 0) -> DeviceDescription:
     if device == "cuda":
         p = torch.cuda.get_device_properties(index)

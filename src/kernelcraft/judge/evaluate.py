@@ -465,11 +465,10 @@ class Judge:
                                reference_device_bytes=ref.facts.peak_bytes, reference_cached=ref.facts.cached)
         self._attach_reference(v, ref)
 
-    @staticmethod
-    def _attach_reference(v: Verdict, ref: ReferenceData) -> None:
+    def _attach_reference(self, v: Verdict, ref: ReferenceData) -> None:
         if v.trusted_reference is None and ref.trusted_future.done() and ref.trusted_future.exception() is None:
             v.trusted_reference = ref.trusted
-        v.env = {**ref.env, "judge_version": JUDGE_VERSION, **v.env}
+        v.env = {**ref.env, "judge_version": JUDGE_VERSION, "device_index": self.device_index, **v.env}
 
     def _command(self, w: WorkerProcess, stage: StageResult, cmd: dict[str, Any], timeout: float, fail_status: Status,
                  alone: bool = False) -> dict[str, Any]:
