@@ -25,23 +25,50 @@ LONG = "_Z11long_kernelISt16integer_sequenceIiJ" + "".join(f"Li{i}E" for i in ra
 CUBLAS_STYLE = "void cutlass::device_kernel<cutlass::gemm::Op<float, 4> >(float*, cutlass::gemm::Op<float, 4>)"
 
 
-def binary(tmp_path: Path, *names: str) -> Path:
-    """A file laid out as a shared object keeps its strings: NUL-terminated, among other bytes."""
-    path = tmp_path / "ext.so"
-    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + b"".join(b"\x00" + n.encode() + b"\x00\x13" for n in names)
-                     + b"__x_Z3notPf\x00")  # the tail of a longer identifier is no name of its own
-    return path
+# g++ mangles as nvcc's host side does: the launch stub of a kernel is a function of the kernel's own name.
+SOURCE = """
+#include <utility>
+namespace cutlass { namespace gemm { template <class T, int N> struct Op { T scale; }; }
+template <class Op> void device_kernel(float* x, Op op) { x[0] *= op.scale; } }
+namespace kc { void ns_kernel(float* x) { x[0] += 2; } }
+template <class S> void long_kernel(float* x, S) { x[0] += 1; }
+// A library kernel's mangled name planted as a string (adjacent literals, as one) is no symbol.
+extern const char* planted;
+const char* planted = "_ZN7cutlass13device_kernelINS_4gemm2OpIfLi4EEEEEvPfT_" "";
+void run(float* x) {
+  cutlass::device_kernel(x, cutlass::gemm::Op<float, 3>{2.f});
+  kc::ns_kernel(x);
+  long_kernel(x, std::make_integer_sequence<int, 300>{});
+}
+"""
 
 
-def test_a_kernel_is_known_by_its_mangled_name_or_its_demangled_one(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def shared_object(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real shared object, built by the C++ compiler the CPU candidates use."""
+    where = tmp_path_factory.mktemp("so")
+    (where / "k.cpp").write_text(SOURCE)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-o", str(where / "k.so"), str(where / "k.cpp")], check=True,
+                   capture_output=True, timeout=300)
+    return where / "k.so"
+
+
+def test_a_kernel_is_known_by_its_mangled_name_or_its_demangled_one(shared_object: Path) -> None:
     compiled = CompiledKernels()
-    compiled.add_binary(binary(tmp_path, CUTLASS_STYLE, LONG, "_ZN2kc9ns_kernelEPf"))
+    compiled.add_binary(shared_object)
     demangled = torch._C._demangle(CUTLASS_STYLE)
     assert demangled.startswith("void cutlass::device_kernel<cutlass::gemm::Op<float, 3>")
     assert compiled.holds(demangled) and compiled.holds(CUTLASS_STYLE) and compiled.holds(LONG)
     assert compiled.holds(torch._C._demangle("_ZN2kc9ns_kernelEPf"))
-    assert not compiled.holds(CUBLAS_STYLE) and not compiled.holds("_Z3notPf")
+    assert not compiled.holds(CUBLAS_STYLE), "a planted string counted as a compiled kernel"
     assert not compiled.holds("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT")
+
+
+def test_a_file_that_is_no_shared_object_holds_no_kernel(tmp_path: Path) -> None:
+    (tmp_path / "x.so").write_bytes(b"\x00" + CUTLASS_STYLE.encode() + b"\x00")
+    compiled = CompiledKernels()
+    compiled.add_binary(tmp_path / "x.so")
+    assert not compiled.holds(CUTLASS_STYLE)
 
 
 def _event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent: Any = None, note: bool = False) -> Any:
@@ -49,11 +76,11 @@ def _event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent: Any
                            cpu_parent=parent, is_user_annotation=note)
 
 
-def test_a_template_the_candidate_instantiates_is_its_own_where_its_code_launches_it(tmp_path: Path) -> None:
+def test_a_template_the_candidate_instantiates_is_its_own_where_its_code_launches_it(shared_object: Path) -> None:
     """Events shaped as the profiler gives them (test_judge_cpu's decoy test): the candidate's extension
     function launches its CUTLASS-style kernel and calls cuBLAS itself; aten::mm launches the same kernel."""
     compiled = CompiledKernels()
-    compiled.add_binary(binary(tmp_path, CUTLASS_STYLE))
+    compiled.add_binary(shared_object)
     ours = torch._C._demangle(CUTLASS_STYLE)
     forward = _event(1, "kernelcraft_forward", DeviceType.CPU, note=True)
     own = _event(2, "kernelcraft_custom::ext:gemm", DeviceType.CPU, parent=forward, note=True)
@@ -74,7 +101,7 @@ def test_a_template_the_candidate_instantiates_is_its_own_where_its_code_launche
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (it compiles without a GPU)")
-def test_nvcc_puts_every_kernel_it_compiles_in_the_binary_by_its_mangled_name(tmp_path: Path) -> None:
+def test_nvcc_gives_every_kernel_it_compiles_a_function_symbol_of_its_mangled_name(tmp_path: Path) -> None:
     source = tmp_path / "k.cu"
     source.write_text(
         "namespace cutlass { namespace gemm { template <class T, int N> struct Op { T scale; }; }\n"
