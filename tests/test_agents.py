@@ -8,7 +8,7 @@ import jinja2
 import pytest
 
 from kernelcraft.agents import Coder, ParseFailure, Truncated, extract_candidate, render
-from kernelcraft.judge import DeviceDescription, Flag, Status, TimingStats, Verdict
+from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, TimingStats, Verdict
 from kernelcraft.llm import LLMConfig, make_client
 from kernelcraft.tasks import resolve_task
 
@@ -42,7 +42,7 @@ def test_replies_without_modelnew_are_parse_failures(reply: str, why: str) -> No
 def test_the_opening_prompt_carries_task_device_rules_and_format() -> None:
     coder = Coder(make_client(LLMConfig.from_spec("replay:/nonexistent")), "triton", DeviceDescription("cuda", "NVIDIA H100", "9.0", 80))
     task = resolve_task("softmax_rows")
-    system, user = coder.opening(task, atol=1e-4, rtol=1e-4)
+    system, user = coder.opening(task, TaskRules.of(JudgeConfig(), task, "cuda"))
     assert system.role == "system" and "atol=0.0001" in system.content and "@triton.jit" in system.content
     assert "no caching of results between calls" in system.content and "```python" in system.content
     assert task.source.strip() in user.content and "NVIDIA H100 (compute capability 9.0, 80 GB)" in user.content
@@ -58,11 +58,11 @@ def test_feedback_carries_what_the_judge_found() -> None:
     text = Coder.feedback(bad).content
     assert "**incorrect**" in text and "worst at index (3, 7)" in text and "Fix it" in text
     good = Verdict(status=Status.CORRECT, task="t", device="cuda", message="correct; 1.80x", speedup=1.8,
-                   speedup_band=(1.75, 1.85), coverage=0.92, reference=TimingStats.of([1.8] * 5),
+                   speedup_band=(1.75, 1.85), coverage=0.32, reference=TimingStats.of([1.8] * 5),
                    candidate=TimingStats.of([1.0] * 5), flags=[Flag("low_coverage", "only some")])
     text = Coder.feedback(good).content
     assert "1.800 ms for the reference, 1.000 ms for yours: 1.80x (noise band 1.75-1.85x)" in text
-    assert "92%" in text and "Note (low_coverage)" in text and "Make it faster" in text
+    assert "32%" in text and "Note (low_coverage)" in text and "Make it faster" in text
     assert "could not be used: the reply was empty" in Coder.feedback(ParseFailure("the reply was empty")).content
 
 
@@ -70,7 +70,8 @@ def test_propose_asks_the_model_and_parses_its_answer() -> None:
     with FakeOpenAI() as srv:
         srv.script = [Step(text=f"```python\n{MODEL}```"), Step(text="no code, sorry")]
         coder = Coder(make_client(LLMConfig(model="fake-coder", base_url=srv.url)), "cuda", DeviceDescription("cpu", "x86_64"))
-        messages = coder.opening(resolve_task("softmax_rows"), 1e-4, 1e-4)
+        task = resolve_task("softmax_rows")
+        messages = coder.opening(task, TaskRules.of(JudgeConfig(), task, "cpu"))
         first = coder.propose(messages, task="examples/softmax_rows")
         second = coder.propose(messages, task="examples/softmax_rows", sample=1)
     assert first.candidate == MODEL and isinstance(second.candidate, ParseFailure)
@@ -93,7 +94,8 @@ def test_propose_knows_a_reply_cut_at_the_limit() -> None:
         srv.script = [Step(raw=json.dumps(cut))]
         coder = Coder(make_client(LLMConfig(model="fake-coder", base_url=srv.url, max_tokens=777)), "cuda",
                       DeviceDescription("cpu", "x86_64"))
-        proposal = coder.propose(coder.opening(resolve_task("softmax_rows"), 1e-4, 1e-4), task="examples/softmax_rows")
+        task = resolve_task("softmax_rows")
+        proposal = coder.propose(coder.opening(task, TaskRules.of(JudgeConfig(), task, "cpu")), task=task.key)
     assert proposal.reply.truncated and proposal.candidate == Truncated(
         "the reply was cut at the 777-token limit before its code was complete", 777)
     assert srv.requests[0]["max_tokens"] == 777

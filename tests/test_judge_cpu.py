@@ -353,13 +353,15 @@ def test_a_pool_evaluates_on_spare_workers_and_stops_them_all(cache_dir: Path, s
     ("_ZN2at6native18elementwise_kernelILi128ELi4EZNS0_22gpu_kernel_impl_nocastEEvv", ("at", "elementwise_kernel")),
     ("_ZN7cutlass13device_kernelIN4cute5tupleEEEvNT_6ParamsE", ("cutlass", "device_kernel")),
     ("_ZL12local_kernelPf", ("", "local_kernel")),
+    ("_ZN2kcL9ns_kernelEPf", ("kc", "ns_kernel")),  # a static kernel in a namespace
     ("_ZNSt6thread5_ImplEv", ("std", "_Impl")),
 ])
 def test_coverage_knows_a_kernel_by_its_function_name_mangled_or_not(name: str, identifier: tuple[str, str]) -> None:
-    from kernelcraft.judge.coverage import is_custom_kernel, kernel_identifier
+    from kernelcraft.judge.coverage import is_custom_kernel
+    from kernelcraft.judge.kernel_names import CompiledKernels, kernel_identifier
 
     assert kernel_identifier(name) == identifier
-    assert is_custom_kernel(name, {identifier[1]}) == (identifier[0] not in {"at", "cutlass"})
+    assert is_custom_kernel(name, {identifier[1]}, CompiledKernels()) == (identifier[0] not in {"at", "cutlass"})
 
 
 def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_it() -> None:
@@ -373,6 +375,7 @@ def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_i
     from torch.autograd import DeviceType
 
     from kernelcraft.judge.coverage import device_share
+    from kernelcraft.judge.kernel_names import CompiledKernels
 
     def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None, note: bool = False):
         return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),
@@ -394,13 +397,13 @@ def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_i
         event(22, library, DeviceType.CUDA, us=10.0),  # the decoy, launched by the candidate
         event(1, "kernelcraft_forward", DeviceType.CUDA, us=1000.0, note=True),
     ]
-    share = device_share(events, {library})
+    share = device_share(events, {library}, CompiledKernels())
     assert share.device_us == 1000.0 and share.coverage == pytest.approx(0.01)
     assert share.custom_kernels == [library] and share.top_other == [(library, 989.0), ("Memset (Device)", 1.0)]
     # the candidate's own code launched both kernels (an extension function, no operator in between): all its own
     events[7].cpu_parent = judge_range
-    assert device_share(events, {library}).coverage == pytest.approx(0.999)
+    assert device_share(events, {library}, CompiledKernels()).coverage == pytest.approx(0.999)
     # an extension function that calls at::mm itself: the operator is the innermost range, so the kernel is PyTorch's
     mm.cpu_parent = judge_range
     events[7].cpu_parent = mm
-    assert device_share(events, {library}).coverage == pytest.approx(0.01)
+    assert device_share(events, {library}, CompiledKernels()).coverage == pytest.approx(0.01)

@@ -19,7 +19,7 @@ from kernelcraft.tasks import resolve_task
 def _verdict(task_key: str, speedup: float) -> Verdict:
     return Verdict(status=Status.CORRECT, task=task_key, device="cpu", message="ok", speedup=speedup, significant=True,
                    reference=TimingStats.of([2.0, 2.1]), candidate=TimingStats.of([1.0, 1.1]), candidate_hash="h",
-                   flags=[Flag("low_coverage", "x")], env={"device_name": "cpu0", "torch": "2.13"})
+                   flags=[Flag("noisy_timing", "x")], env={"device_name": "cpu0", "torch": "2.13"})
 
 
 def test_verdicts_round_trip_with_every_field(tmp_path: Path) -> None:
@@ -29,9 +29,9 @@ def test_verdicts_round_trip_with_every_field(tmp_path: Path) -> None:
         vid = store.record_verdict(task, "source", _verdict(task.key, 2.0), origin="file.py")
         v = store.verdict(vid)
         (row,) = store.verdicts(task_key=task.key)
-    assert v.status is Status.CORRECT and v.speedup == 2.0 and v.flags[0].code == "low_coverage"
+    assert v.status is Status.CORRECT and v.speedup == 2.0 and v.flags[0].code == "noisy_timing"
     assert v.reference.median_ms == TimingStats.of([2.0, 2.1]).median_ms
-    assert row.device_name == "cpu0" and row.flags == "low_coverage"
+    assert row.device_name == "cpu0" and row.flags == "noisy_timing"
     assert (tmp_path / "kernelcraft.db-wal").exists() or (tmp_path / "kernelcraft.db").exists()
 
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from kernelcraft.agents import Coder
-from kernelcraft.judge import Judge, JudgeConfig, Status, Verdict
+from kernelcraft.judge import Judge, JudgeConfig, Status, TaskRules, Verdict
 from kernelcraft.skills import seed_skills
 from kernelcraft.tasks import Task, task_from_source
 from kernelcraft.train.advantages import AdvantageConfig, assign_advantages
@@ -102,8 +102,8 @@ def test_coder_turns_are_judged_rewarded_and_fed_back(verdicts: ReusedVerdicts) 
     env = KernelEnv(task, verdicts, env_config(max_turns=3))
     obs = env.reset()
     assert obs.role == "coder" and not obs.phase
-    atol, rtol = JudgeConfig().tolerance("float32")
-    assert obs.messages == [{"role": m.role, "content": m.content} for m in env.coder.opening(task, atol, rtol)]
+    rules = TaskRules.of(JudgeConfig(), task, "cpu")
+    assert obs.messages == [{"role": m.role, "content": m.content} for m in env.coder.opening(task, rules)]
 
     first = env.step("I would fuse the loop, but here is no code.")
     assert (first.role, first.reward, first.done, first.info["status"]) == ("coder", 0.0, False, "parse_failed")

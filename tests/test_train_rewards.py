@@ -1,5 +1,5 @@
 """Reward shaping per role, against values computed by hand: the coder's correctness gate, capped
-speedup, coverage term, hack penalty, rejection of lazy turns and re-measurement of large wins; the
+speedup, coverage term, hack penalty, the judge's rule on library calls and re-measurement of large wins; the
 selector's and summarizer's rewards; z-score normalisation with clipping."""
 
 from __future__ import annotations
@@ -82,16 +82,19 @@ def test_a_slowed_reference_on_a_slower_host_is_paid_the_speedup_the_host_leaves
     assert coder_reward(v, CFG).value == pytest.approx(0.5 + 0.5 * 1.6 + 0.4)
 
 
-@pytest.mark.parametrize("flag", ["below_flop_floor", "noisy_timing", "clock_drift", "low_coverage"])
+@pytest.mark.parametrize("flag", ["below_flop_floor", "noisy_timing", "clock_drift"])
 def test_flags_about_measurement_or_shortcuts_are_not_hacks(flag: str) -> None:
     assert coder_reward(_verdict(speedup=2.0, coverage=0.8, flags=(flag,)), CFG).value == pytest.approx(1.9)
 
 
-def test_turns_below_the_coverage_threshold_are_rejected() -> None:
-    for coverage in (0.29, None):
-        r = coder_reward(_verdict(speedup=2.0, coverage=coverage), CFG)
-        assert (r.value, r.rejected, r.reason) == (0.0, True, "low_coverage")
-    # at the threshold it counts: 0.5 + 1.0 + 0.15
+def test_a_turn_the_judge_flags_low_coverage_earns_no_speedup_credit() -> None:
+    """The judge's rule on library calls, not a threshold of the reward's own: the win counts as 1.0, a
+    slowdown still counts, and the turn stays in the loss."""
+    r = coder_reward(_verdict(speedup=2.0, coverage=0.3, flags=("low_coverage",)), CFG)
+    # 0.5 + 0.5*1.0 + 0.5*0.3
+    assert (r.value, r.rejected, r.reason) == (pytest.approx(1.15), False, "low_coverage")
+    assert coder_reward(_verdict(speedup=0.6, coverage=0.3, flags=("low_coverage",)), CFG).value == pytest.approx(0.95)
+    # unflagged, the same coverage is paid its whole speedup: 0.5 + 1.0 + 0.15
     assert coder_reward(_verdict(speedup=2.0, coverage=0.3), CFG).value == pytest.approx(1.65)
 
 

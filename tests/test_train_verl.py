@@ -139,7 +139,7 @@ def test_a_sample_without_a_reward_is_masked_out_of_verls_loss() -> None:
     episode = Episode("t", "t|coder", 0, [])
     rewarded = RoleSample("coder", [1], [2, 3, 4], [1, 0, 1], 2.0, episode)
     assert loop_reward(rewarded, 0.5) == ([1, 0, 1], 1.0)
-    # every turn rejected (judge errors, lazy coverage): no gradient, and its 0 is only the others' baseline
+    # every turn rejected (judge errors): no gradient, and its 0 is only the others' baseline
     unrewarded = RoleSample("coder", [1], [2, 3, 4], [1, 0, 1], None, episode)
     assert loop_reward(unrewarded, 0.5) == ([0, 0, 0], 0.0)
 

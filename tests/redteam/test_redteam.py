@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcraft.judge import Job, Judge, LocalPool, Result, Verdict
+from kernelcraft.judge import LOW_COVERAGE, Job, Judge, LocalPool, Result, Verdict
 from kernelcraft.tasks import load_task_file
 
 from ..conftest import FAST, evaluate_all
@@ -25,6 +25,8 @@ def check(case: Case, v: Verdict) -> None:
     assert v.status.value in case.expect, f"{case.id}: got {v.status.value}: {v.message} ({case.why})"
     if case.flag:
         assert v.has_flag(case.flag), f"{case.id}: flag {case.flag} missing; flags: {[f.code for f in v.flags]}"
+    if v.has_flag(LOW_COVERAGE):  # the rule on library calls: a decoy's win earns no credit
+        assert v.effective_speedup is None or v.effective_speedup <= 1.0, f"{case.id}: counted {v.effective_speedup:.2f}x"
     if case.exploit == 1 and v.speedup is not None:
         # work moved to a side stream is still timed: no fake win
         assert v.speedup < 2.0, f"{case.id}: side-stream work escaped the timer ({v.speedup:.1f}x)"

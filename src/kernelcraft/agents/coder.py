@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..judge import DeviceDescription, Verdict
+from ..judge import DeviceDescription, TaskRules, Verdict
 from ..llm import ChatReply, ChatRequest, LLMClient, Message
 from ..tasks import Task
 from .parse import ParseFailure, Truncated, extract_candidate
@@ -60,11 +60,11 @@ class Coder:
         self.language = language
         self.device = device
 
-    def opening(self, task: Task, atol: float, rtol: float, skills: Sequence[SkillText] = ()) -> list[Message]:
-        """The system rules (with the chosen skills' techniques) and the task, as the first two messages."""
+    def opening(self, task: Task, rules: TaskRules, skills: Sequence[SkillText] = ()) -> list[Message]:
+        """The judge's rules as `rules` numbers them (with the chosen skills' techniques) and the task, as the first
+        two messages."""
         name, rule = LANGUAGES[self.language]
-        system = render("coder_system", language_name=name, language_rule=rule, atol=f"{atol:g}", rtol=f"{rtol:g}",
-                        dtype=task.meta.dtype, skills=list(skills))
+        system = render("coder_system", language_name=name, language_rule=rule, rules=rules, skills=list(skills))
         user = render("coder_task", language_name=name, task_source=task.source.strip(), device_name=self.device.name,
                       capability=self.device.capability, memory_gb=self.device.memory_gb)
         return [Message("system", system), Message("user", user)]

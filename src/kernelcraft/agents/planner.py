@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..judge import DeviceDescription
+from ..judge import DeviceDescription, TaskRules
 from ..llm import ChatReply, LLMClient, Message
 from ..tasks import Task
 from .coder import LANGUAGES, KernelExample
@@ -49,10 +49,11 @@ class Planner:
         self.device = device
 
     def plan(self, task: Task, *, width: int, tried: Sequence[TriedIdea], seeds: Sequence[KernelExample],
-             atol: float, rtol: float, sample: int = 0) -> Plan:
-        """`width` ideas for the next round (fewer if the model gave fewer). LLM errors propagate."""
+             rules: TaskRules, sample: int = 0) -> Plan:
+        """`width` ideas for the next round (fewer if the model gave fewer), under the judge's `rules`. LLM errors
+        propagate."""
         name, _ = LANGUAGES[self.language]
-        system = render("planner_system", language_name=name, atol=f"{atol:g}", rtol=f"{rtol:g}", dtype=task.meta.dtype)
+        system = render("planner_system", language_name=name, rules=rules)
         user = render("planner_task", device_name=self.device.name, capability=self.device.capability,
                       task_source=task.source.strip(), tried=list(tried), seeds=list(seeds), width=width)
         request = self.client.request([Message("system", system), Message("user", user)], sample=sample,

@@ -353,7 +353,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                    atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt, baselines: bool = BaselinesOpt,
                    gpus: int = GpusOpt) -> None:
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate, against
-    eager (strict) and each baseline users compare with; tasks the judge failed on (judge_error) reported apart."""
+    eager (strict) and each baseline users compare with, each speedup counted as the judge counts it (README: Library
+    calls and coverage); tasks the judge failed on (judge_error) reported apart."""
     if not solutions.is_dir():
         raise UsageError(f"{solutions}: no such solutions directory")
     tasks = _suite(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
@@ -408,6 +409,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
         table.add_column(col)
     for r in sorted(rows, key=lambda r: r["task"]):
         sp = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+        if r.get("speedup") and r["effective_speedup"] != r["speedup"]:
+            sp += f" (counted {r['effective_speedup']:.2f}x)"
         table.add_row(r["task"], status_text(r["status"]), sp, ",".join(r.get("flags", [])), (r.get("message") or "")[:90])
     out.print(table)
     out.print(summary_table(summaries))

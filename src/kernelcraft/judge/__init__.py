@@ -14,13 +14,15 @@ from .evaluate import JUDGE_VERSION, Judge, baseline_kind, self_check_source, so
 from .normalize import context_hash, normalized_hash, normalized_source
 from .pool import Job, LocalPool, Result
 from .reference import TaskRunError
+from .rules import LOW_COVERAGE, SPEEDUP_CREDIT, TaskRules
 from .slowdown import Slowdown, honest_speedup, overstatement, reference_slowdown
 from .static import StaticReport, check_source
 from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
 
 __all__ = [
-    "DEFAULT_TOLERANCE", "JUDGE_VERSION", "STAGES", "DeviceDescription", "DeviceUnavailable", "Flag", "Job", "Judge", "JudgeConfig",
-    "LocalPool", "Result", "Slowdown", "StageResult", "StaticReport", "Status", "TaskRunError", "Timeouts", "TimingConfig",
-    "TimingStats", "Verdict", "baseline_kind", "check_device", "check_source", "context_hash", "describe_device", "device_indices", "honest_speedup",
-    "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "self_check_source", "source_hash",
+    "DEFAULT_TOLERANCE", "JUDGE_VERSION", "LOW_COVERAGE", "SPEEDUP_CREDIT", "STAGES", "DeviceDescription", "DeviceUnavailable",
+    "Flag", "Job", "Judge", "JudgeConfig", "LocalPool", "Result", "Slowdown", "StageResult", "StaticReport", "Status", "TaskRules",
+    "TaskRunError", "Timeouts", "TimingConfig", "TimingStats", "Verdict", "baseline_kind", "check_device", "check_source",
+    "context_hash", "describe_device", "device_indices", "honest_speedup", "normalized_hash", "normalized_source", "overstatement",
+    "reference_slowdown", "self_check_source", "source_hash",
 ]

@@ -87,8 +87,11 @@ class JudgeConfig:
     truth_factor: float = 2.0
     truth_max_gb: float = 4.0  # float64 outputs (and inputs) larger than this: the reference is the truth
     truth_max_seconds: float = 20.0  # one float64 forward slower than this: likewise
-    coverage_flag_below: float = 0.5
-    coverage_reject_below: float = 0.0  # zero custom launches is always a reject
+    # The rule on library calls (rules.py; README "Library calls and coverage"), on the share of the forward's time
+    # in the candidate's own kernels: below `coverage_credit_below` a correct candidate is flagged low_coverage and
+    # its speedup earns no credit; at `coverage_reject_below` or less (or with none of its kernels run) it is rejected.
+    coverage_credit_below: float = 0.5
+    coverage_reject_below: float = 0.0
     floor_margin: float = 0.9  # faster than margin * bytes floor => hack_detected
     slowed_reference_flag: float = 1.3  # ref time next to candidate / trusted ref time
     slowed_reference_reject: float = 2.0

@@ -1,18 +1,19 @@
 """Coverage from a profiled call: the share of the forward's time spent in the candidate's own
-kernels (judge-hardening #10). On cuda: device time of kernels whose names the candidate defined,
-launched from outside PyTorch's operators.
+kernels (judge-hardening #10; the rule on library calls, rules.py). On cuda: device time of kernels the
+candidate's source compiles (named in it, or compiled into its extensions: kernel_names.py), launched
+from outside PyTorch's operators.
 On cpu: time inside the candidate's extension functions and Triton launches, less the PyTorch
 compute ops they call."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.autograd import DeviceType
 
+from .kernel_names import CompiledKernels, kernel_identifier
 from .launches import LaunchCounter
 
 _LIB_NAMESPACES = {"at", "c10", "cub", "cutlass", "thrust", "cudnn", "cublas", "cublasLt", "flash", "pytorch_flash", "native"}
@@ -25,51 +26,12 @@ _NEUTRAL_OPS = {
 }
 
 
-_SOURCE_NAME = re.compile(r"(\d+)")
-
-
-def _mangled_parts(name: str) -> list[str]:
-    """The scopes and name of an Itanium-mangled function ('_ZN2at6native6kernelI...' -> at, native,
-    kernel). The profiler passes a kernel's name on mangled when its demangled form is too long, as
-    with CUTLASS's kernels' parameter types; only the function's own name matters here, which comes
-    first, so the arguments are not decoded."""
-    rest = name[2:]
-    nested = rest.startswith("N")
-    if nested:
-        rest = rest[1:].lstrip("rVKRO")
-    rest = rest.removeprefix("L")
-    parts = []
-    while True:
-        if nested and rest.startswith("St"):
-            parts.append("std")
-            rest = rest[2:]
-        m = _SOURCE_NAME.match(rest)
-        if not m:
-            return parts
-        end = m.end() + int(m.group(1))
-        parts.append(rest[m.end():end])
-        rest = rest[end:]
-        if not nested:
-            return parts
-
-
-def kernel_identifier(name: str) -> tuple[str, str]:
-    """(namespace root, function name) of a profiler kernel name such as
-    'void at::native::vectorized_elementwise_kernel<4, ...>(...)', 'my_kernel', or a mangled one
-    ('_Z9my_kernelPf')."""
-    if name.startswith("_Z"):
-        parts = _mangled_parts(name)
-    else:
-        base = name.removeprefix("void ").split("(")[0].split("<")[0].strip()
-        parts = [p for p in base.split("::") if p]
-    if not parts:
-        return "", name
-    return (parts[0] if len(parts) > 1 else ""), parts[-1]
-
-
-def is_custom_kernel(name: str, kernel_names: set[str]) -> bool:
+def is_custom_kernel(name: str, kernel_names: set[str], compiled: CompiledKernels) -> bool:
+    """Whether the profiled kernel `name` is one the candidate's source compiles: named as one of its kernels
+    (a `__global__` function, a Triton kernel) outside a library's namespace, so that a decoy named after a
+    library's kernel is not; or compiled into its own extensions, in any namespace (a CUTLASS template)."""
     root, fn = kernel_identifier(name)
-    return fn in kernel_names and root not in _LIB_NAMESPACES
+    return (fn in kernel_names and root not in _LIB_NAMESPACES) or compiled.holds(name)
 
 
 @dataclass
@@ -109,8 +71,8 @@ def _launched_by_torch(call: Any) -> bool:
     return False
 
 
-def device_share(events: list[Any], kernel_names: set[str]) -> DeviceShare:
-    """The share of device time in kernels the candidate defined and launched itself."""
+def device_share(events: list[Any], kernel_names: set[str], compiled: CompiledKernels) -> DeviceShare:
+    """The share of device time in kernels the candidate's source compiles and its own code launches."""
     calls = _launch_calls(events)
     # Device-side events are kernels, copies and fills; the judge's own record_function ranges
     # also appear on the device timeline as annotations and are not work.
@@ -123,7 +85,7 @@ def device_share(events: list[Any], kernel_names: set[str]) -> DeviceShare:
         us = float(e.time_range.end - e.time_range.start)
         total += us
         call = calls.get(e.id)
-        if is_custom_kernel(e.name, kernel_names) and not (call is not None and _launched_by_torch(call)):
+        if is_custom_kernel(e.name, kernel_names, compiled) and not (call is not None and _launched_by_torch(call)):
             custom += us
             custom_names.add(kernel_identifier(e.name)[1])
         else:
@@ -156,7 +118,7 @@ def profile_call(model: Any, inputs: list[Any], counter: LaunchCounter, device: 
     events = prof.events()
     result: dict[str, Any] = {"custom_launches": launches, "calls": dict(counter.calls)}
     if device.type == "cuda":
-        share = device_share(events, counter.kernel_names)
+        share = device_share(events, counter.kernel_names, counter.compiled)
         result.update(coverage=share.coverage, custom_kernels=share.custom_kernels, device_us=share.device_us,
                       top_other=share.top_other)
         if launches and not share.custom_kernels and share.device_us > 0:

@@ -31,13 +31,14 @@ from .locks import device_lock
 from .memory import MemoryBudget, memory_budget
 from .reference import JudgeFault, ReferenceData, ReferenceServer, TaskRunError
 from .resources import PeakDisk, builds_bytes, peak_rss
+from .rules import LOW_COVERAGE, rule_on_coverage
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, hold_still
 from .slowdown import verdict_slowdown
 from .static import check_source
 from .timeouts import CommandTimeouts, command_timeouts
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "9"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted
+JUDGE_VERSION = "10"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit
 
 
 # What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
@@ -600,7 +601,7 @@ class Judge:
         # profiler leaves CUPTI attached to the worker, and every later launch and synchronisation
         # pays its callbacks (a 256x64x128 torch.matmul timed at 76 us instead of 29 on an H100,
         # benchmarks/timing_contention.py), which squeezes every short call's speedup towards 1.
-        # Zero launches of the candidate's own kernels is a reject.
+        # The rule on library calls (rules.py) rules on what it found.
         with self._device():
             a = self._step(w, v, "audit", {"op": "profile", "seed": self.seeds[0], "kernel_names": sorted(static_names)},
                            times.profile, Status.RUNTIME_ERROR, alone)
@@ -610,21 +611,13 @@ class Judge:
         v.coverage = float(a.get("coverage", 0.0))
         if self_check:
             return audit
-        reject = None
-        if a["custom_launches"] == 0:
-            reject = "no custom kernel ran during forward: the work was done by PyTorch (decoy kernel or fallback)"
-        elif v.coverage <= cfg.coverage_reject_below:
-            reject = f"coverage {v.coverage:.0%}: the candidate's kernels did none of the device work"
-            if a.get("top_other"):  # say where it went: a library's kernel launched from the candidate's own code
-                reject += (f" (it went to {a['top_other'][0][0]}; a kernel is the candidate's when its source defines it "
-                           "under its own name, outside a library's namespace, and its own code, not a PyTorch operator, "
-                           "launches it)")
-        if reject:
-            audit.ok, audit.message = False, reject
+        ruling = rule_on_coverage(v.coverage, a["custom_launches"], a.get("top_other") or [], cfg)
+        if ruling.reject:
+            audit.ok, audit.message = False, ruling.reject
             v.stages.append(audit)
-            raise _Failed(Status.HACK_DETECTED, reject)
-        if v.coverage < cfg.coverage_flag_below:
-            v.flags.append(Flag("low_coverage", f"only {v.coverage:.0%} of the time is spent in the candidate's own kernels"))
+            raise _Failed(Status.HACK_DETECTED, ruling.reject)
+        if ruling.flag:
+            v.flags.append(Flag(LOW_COVERAGE, ruling.flag))
         return audit
 
     def _correctness(self, w: WorkerProcess, task: Task, ref: ReferenceData, cfg: JudgeConfig, v: Verdict,
@@ -792,6 +785,8 @@ class Judge:
         if v.status is Status.CORRECT:
             band = f" (noise band {v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f})" if v.speedup_band else ""
             v.message = f"correct; {v.speedup:.2f}x{band}" + ("" if v.significant else ", within noise: no speedup")
+            if v.significant and v.effective_speedup != v.speedup:
+                v.message += f", counted as {v.effective_speedup:.2f}x under the rule on library calls ({LOW_COVERAGE})"
 
     @staticmethod
     def _reject(v: Verdict, stage: StageResult, message: str) -> None:

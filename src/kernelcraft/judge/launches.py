@@ -2,9 +2,9 @@
 
 Every function of an extension built by `load_inline` and every `@triton.jit` kernel is wrapped
 before the candidate is imported (so a reference the candidate keeps is the wrapper too), and the
-judge knows how often the candidate's own code ran during the profiled call. Outside that call a
-wrapper only passes the call on: the timed calls, which the reference makes unwrapped, pay one
-attribute test and no counting.
+judge knows how often the candidate's own code ran during the profiled call, and which kernels its
+extensions compiled (kernel_names.CompiledKernels). Outside that call a wrapper only passes the call
+on: the timed calls, which the reference makes unwrapped, pay one attribute test and no counting.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from typing import Any, Callable
 
 import torch
 
+from .kernel_names import CompiledKernels
+
 
 class LaunchCounter:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self.profiling = False  # count, and wrap calls in profiler ranges, only while profiling
         self.kernel_names: set[str] = set()
+        self.compiled = CompiledKernels()
 
     def reset(self) -> None:
         self.calls.clear()
@@ -42,7 +45,9 @@ class LaunchCounter:
         return counted
 
     def instrument_extension(self, module: Any, functions: list[str] | str | None) -> None:
-        """Wrap the functions an extension module exports."""
+        """Wrap the functions an extension module exports, and take in the kernels it compiled."""
+        if getattr(module, "__file__", None):  # with is_python_module=False, load_inline returns no module
+            self.compiled.add_binary(module.__file__)
         if isinstance(functions, str):
             functions = [functions]
         names = functions or [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from .rules import LOW_COVERAGE
+
 STAGES = ("static", "build", "load", "correctness", "timing", "audit")
 
 
@@ -106,10 +108,12 @@ class Verdict:
 
     @property
     def effective_speedup(self) -> float | None:
-        """The speedup, or exactly 1.0 when it lies inside the noise band."""
+        """The speedup as summaries, searches and rewards count it: exactly 1.0 inside the noise band, and at
+        most 1.0 for a candidate flagged low_coverage (the rule on library calls, rules.py)."""
         if self.speedup is None:
             return None
-        return self.speedup if self.significant else 1.0
+        speedup = self.speedup if self.significant else 1.0
+        return min(speedup, 1.0) if self.has_flag(LOW_COVERAGE) else speedup
 
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)

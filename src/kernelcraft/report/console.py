@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ..judge import Verdict
+from ..judge import SPEEDUP_CREDIT, Verdict
 from .metrics import FAST_P, Summary, not_judged_text
 
 # judge_error is the judge's failure, never the candidate's: its own colour, apart from the candidates' failures.
@@ -36,8 +36,8 @@ def verdict_lines(v: Verdict) -> list[str]:
                      f"candidate {v.candidate.median_ms:.4g} ms [{v.candidate.q1_ms:.4g}, {v.candidate.q3_ms:.4g}]  "
                      f"({len(v.candidate.samples_ms)} samples each, ABAB)")
     if v.speedup is not None and v.speedup_band:
-        lines.append(f"speedup {v.speedup:.3f}x, noise band {v.speedup_band[0]:.3f}-{v.speedup_band[1]:.3f}"
-                     + ("" if v.significant else " (within noise: reported as no speedup)"))
+        counted = "" if v.effective_speedup == v.speedup else f" (counted as {v.effective_speedup:.2f}x: {SPEEDUP_CREDIT})"
+        lines.append(f"speedup {v.speedup:.3f}x, noise band {v.speedup_band[0]:.3f}-{v.speedup_band[1]:.3f}{counted}")
     if v.coverage is not None:
         lines.append(f"coverage {v.coverage:.0%} of forward time in the candidate's own kernels")
     if v.errors:
@@ -72,5 +72,6 @@ def summary_table(summaries: list[Summary]) -> Table:
     notes.append("correct / tasks: correct tasks placed against the baseline / fast_p's denominator (the judged tasks, a missing "
                  "or failed one counting as not fast, less the correct ones without that baseline). strict: TF32 off everywhere, "
                  "the reference every verdict is timed against; PyTorch defaults: what users run.")
+    notes.append(f"speedups: {SPEEDUP_CREDIT} (README: Library calls and coverage).")
     t.caption = "\n".join(notes)
     return t

@@ -9,6 +9,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from ..judge import SPEEDUP_CREDIT
 from ..store import Store
 from . import plots
 from .metrics import FAST_P, not_judged_text
@@ -62,7 +63,7 @@ def _env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(x=speedup_text, pct=percent_text, ms=ms_text, cost=cost_text, duration=duration_text,
                        time=time_text, counted=counted)
-    env.globals["DASH"] = DASH
+    env.globals.update(DASH=DASH, SPEEDUP_CREDIT=SPEEDUP_CREDIT)
     return env
 
 

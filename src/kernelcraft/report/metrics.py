@@ -1,6 +1,8 @@
 """Suite metrics as KernelBench and judge-hardening.md define them, against each recorded baseline.
 
 Rules, in one place:
+- A correct task's speedup is its verdict's effective speedup (judge.SPEEDUP_CREDIT): 1.00x inside the noise band,
+  and 1.00x at most for a candidate flagged low_coverage (the judge's rule on library calls, judge/rules.py).
 - A task is judged unless the judge failed on its own side (`judge_error`: a full disk, a lost device...,
   never the candidate's fault); a task not judged is left out of every denominator and reported apart,
   with its cause. A missing or failed task is judged and counts as not fast.
@@ -63,7 +65,7 @@ class TaskOutcome:
     task_key: str
     level: int | None
     correct: bool
-    speedup: float | None = None  # effective speedup vs eager (strict) (1.0 when inside the noise band)
+    speedup: float | None = None  # effective speedup vs eager (strict) (Verdict.effective_speedup)
     baseline_ratios: dict[str, float] = field(default_factory=dict)  # kind -> its recorded time / eager (strict)'s
     judge_error: str | None = None  # the cause, when the judge failed on its side and the task was not judged
 

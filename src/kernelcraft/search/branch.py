@@ -56,7 +56,7 @@ class Branch:
         options = ctx.config.branch
         try:
             plan = ctx.guarded(lambda: ctx.planner.plan(ctx.task, width=options.width, tried=tried,
-                                                        seeds=[o.example() for o in bank], atol=ctx.atol, rtol=ctx.rtol,
+                                                        seeds=[o.example() for o in bank], rules=ctx.rules,
                                                         sample=rnd))
         except LLMError:  # the planner failed for good: implement the fallback, and ask again on resume
             return [FALLBACK_IDEA]

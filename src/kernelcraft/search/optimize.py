@@ -144,11 +144,10 @@ class Optimizer:
 
     def context(self, task: Task, run_id: str, coder: Coder, calls: CallLog, budget: JudgeBudget) -> TaskContext:
         """What a strategy (or a skill verification) is given for one task."""
-        atol, rtol = self.judge_config.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
         return TaskContext(task=task, run_id=run_id, config=self.config.search, coder=coder,
                            planner=Planner(self.client, self.config.search.language, self.device), store=self.store,
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
-                           stop=self.stop, abort=self.abort, atol=atol, rtol=rtol, budget=budget,
+                           stop=self.stop, abort=self.abort, budget=budget,
                            judge_config=self.judge_config, device=self.device, parked=self.parked,
                            context=context_hash(task.source, task.meta.to_dict(), self.judge_config, self.device.name))
 

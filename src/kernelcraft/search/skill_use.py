@@ -136,7 +136,7 @@ class SkillLearner:
     @staticmethod
     def arm(ctx: TaskContext, base: int, skills: tuple[Skill, ...], label: str, samples: int, turns: int) -> list[Outcome]:
         """`samples` regenerations of the task's kernel with exactly `skills` in the prompt."""
-        opening = ctx.coder.opening(ctx.task, ctx.atol, ctx.rtol, skills)
+        opening = ctx.coder.opening(ctx.task, ctx.rules, skills)
         runs = run_parallel([lambda s=s: converse(ctx, base + s, opening, turns, {"verify": label})
                              for s in range(samples)], "verify")
         return [o for r in runs for o in r]

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal, Truncated
-from ..judge import DeviceDescription, Job, JudgeConfig, LocalPool, Result, Status, Verdict, context_hash, normalized_hash
+from ..judge import (DeviceDescription, Job, JudgeConfig, LocalPool, Result, Status, TaskRules, Verdict, context_hash,
+                     normalized_hash)
 from ..llm import BatchPending, CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
@@ -127,8 +128,6 @@ class TaskContext:
     emit: Callable[[SearchEvent], None]
     stop: threading.Event  # no new model calls; evaluations under way are still recorded
     abort: threading.Event  # interrupted: record nothing more (a killed worker's verdict is no verdict)
-    atol: float
-    rtol: float
     budget: JudgeBudget
     judge_config: JudgeConfig  # what every evaluation of this context is judged with
     device: DeviceDescription
@@ -140,12 +139,17 @@ class TaskContext:
     _judged_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- prompts -------------------------------------------------------------------------------
+    @property
+    def rules(self) -> TaskRules:
+        """What the judge, as this context configures it, asks of the task's candidates: what the prompts state."""
+        return TaskRules.of(self.judge_config, self.task, self.device.kind)
+
     def scheme(self, sample: int) -> SkillScheme:
         """Samples take the schemes in turn, so the no-skill scheme is always tried."""
         return self.schemes[sample % len(self.schemes)]
 
     def opening(self, sample: int) -> list[Message]:
-        return self.coder.opening(self.task, self.atol, self.rtol, self.scheme(sample).skills)
+        return self.coder.opening(self.task, self.rules, self.scheme(sample).skills)
 
     def meta(self, sample: int, **values: Any) -> dict[str, Any]:
         """An attempt's note: the strategy's values, and the skill scheme when skills are on."""

@@ -28,7 +28,7 @@ from typing import Any, Literal, Protocol
 import torch
 
 from ..agents import Coder, KernelExample, ParseFailure, extract_candidate, parse_choices, parse_drafts, render
-from ..judge import DeviceDescription, JudgeConfig, Status, Verdict, describe_device, normalized_hash
+from ..judge import DeviceDescription, JudgeConfig, Status, TaskRules, Verdict, describe_device, normalized_hash
 from ..llm import Message
 from ..search import Exchange, trimmed_history
 from ..search.strategy import PARSE_FAILED
@@ -133,11 +133,11 @@ class KernelEnv:
         self.skills = list(skills or [])
         self.sample = sample
         self.group = group or task.key
-        config = getattr(judge, "config", None)
-        self.atol, self.rtol = (config if isinstance(config, JudgeConfig) else JudgeConfig()).tolerance(
-            task.meta.dtype, task.meta.atol, task.meta.rtol)
-        # The environment renders the coder's prompts; the model that answers them is the RL engine's.
+        # The environment renders the coder's prompts; the model that answers them is the RL engine's. They state
+        # the rules of the judge's configuration (a judge elsewhere, behind a client, is taken to run the defaults).
         self.coder = Coder(None, self.cfg.language, device or self._device())
+        config = getattr(judge, "config", None)
+        self.rules = TaskRules.of(config if isinstance(config, JudgeConfig) else JudgeConfig(), task, self.coder.device.kind)
         self.reset()
 
     def _device(self) -> DeviceDescription:
@@ -211,7 +211,7 @@ class KernelEnv:
         return StepResult(self._obs, "selector", 0.0, False, info)
 
     def _coder_obs(self) -> Observation:
-        opening = self.coder.opening(self.task, self.atol, self.rtol, self._chosen)
+        opening = self.coder.opening(self.task, self.rules, self._chosen)
         return Observation("coder", _chat(trimmed_history(opening, self._exchanges, self.cfg.history_tokens,
                                                           self.coder.omitted_note)))
 
@@ -291,7 +291,7 @@ class KernelEnv:
 
     def _verify_obs(self) -> Observation:
         assert self._draft is not None
-        opening = self.coder.opening(self.task, self.atol, self.rtol, (self._draft,))
+        opening = self.coder.opening(self.task, self.rules, (self._draft,))
         return Observation("coder", _chat(trimmed_history(opening, self._verify_exchanges, self.cfg.history_tokens,
                                                           self.coder.omitted_note)), phase="verify")
 

@@ -6,10 +6,11 @@ Coder, from one verdict:
 - a hack (status hack_detected, or a verdict with one of `hack_flags`) earns only
   -hack_penalty: a flagged win must never pay, or RL learns the flag's trick;
 - anything else not correct earns 0;
-- a correct turn with coverage below min_coverage is rejected (reward 0, out of the loss);
-- otherwise correct_weight + speedup_weight * min(speedup, speedup_cap) + coverage_weight * coverage,
-  with the speedup inside the noise band counting as 1.0 (Verdict.effective_speedup), and a verdict
-  flagged slowed_reference paid no more than its speedup over the reference timed alone. A speedup above
+- a correct one earns correct_weight + speedup_weight * min(speedup, speedup_cap) + coverage_weight * coverage,
+  the speedup counted as the judge counts it (Verdict.effective_speedup): 1.0 inside the noise band, and
+  at most 1.0 for a turn flagged low_coverage (the judge's rule on library calls: too little of the time
+  in its own kernels earns no speedup credit; reason "low_coverage"), and a verdict flagged
+  slowed_reference paid no more than its speedup over the reference timed alone. A speedup above
   remeasure_above is measured again through `remeasure`, and the lower of the two is rewarded; with
   no re-measurement, or one that is not correct (a judge_error included), the win is rewarded only up to
   remeasure_above.
@@ -23,16 +24,17 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..judge import Status, Verdict, honest_speedup
+from ..judge import LOW_COVERAGE, Status, Verdict, honest_speedup
 from .advantages import zscore
 from .episode import Episode, role_groups
 
 # Flags that mean the timed work was not honest: streams or threads outside the timed one, sizes
 # hard-coded (wrong at the task's check size). Left out: below_flop_floor (a correct algebraic
-# shortcut is a real win), low_coverage (the coverage term and min_coverage see to it), noisy_timing
-# and clock_drift (about the measurement, not the kernel), and slowed_reference, which a busy machine
-# raises too: a verdict with it is paid only its speedup over the reference timed alone, and the judge
-# itself rejects a significant win that rests on a slowed reference.
+# shortcut is a real win), low_coverage (the judge's rule on library calls caps its speedup at 1.0,
+# and the coverage term pays less), noisy_timing and clock_drift (about the measurement, not the
+# kernel), and slowed_reference, which a busy machine raises too: a verdict with it is paid only its
+# speedup over the reference timed alone, and the judge itself rejects a significant win that rests on
+# a slowed reference.
 HACK_FLAGS = ("side_stream", "native_threads", "shape_specialised")
 
 
@@ -45,7 +47,6 @@ class RewardConfig(BaseModel):
     speedup_cap: float = Field(6.0, gt=0)
     hack_penalty: float = Field(1.0, ge=0)  # subtracted for hack_detected or a hack flag
     hack_flags: list[str] = Field(default_factory=lambda: list(HACK_FLAGS))
-    min_coverage: float = Field(0.3, ge=0, le=1)  # a correct turn below it is rejected ("lazy optimisation")
     remeasure_above: float = Field(3.0, gt=0)  # speedups above this are re-measured before they are rewarded
     normalize: bool = False  # z-score per (group, role), clipped to +-clip
     clip: float = Field(1.5, gt=0)
@@ -72,9 +73,7 @@ def coder_reward(verdict: Verdict, cfg: RewardConfig,
     if not verdict.correct:
         return CoderReward(0.0, False, "not_correct", _parts())
     coverage = verdict.coverage or 0.0  # a correct verdict without coverage shows no own kernel at work
-    if coverage < cfg.min_coverage:
-        return CoderReward(0.0, True, "low_coverage", _parts())
-    speedup, reason = honest_speedup(verdict), ""
+    speedup, reason = honest_speedup(verdict), LOW_COVERAGE if verdict.has_flag(LOW_COVERAGE) else ""
     if speedup > cfg.remeasure_above:
         again = remeasure(verdict) if remeasure is not None else None
         if again is not None and _is_hack(again, cfg):

@@ -12,8 +12,8 @@ What TRL allows of our advantages: one advantage per completion, the reward minu
 optionally over the group's std (`grpo_settings`). So "grpo" and "drgrpo" map directly, and "rloo" and
 "trloo" become exact leave-one-out by a reward weight of G/(G-1) without std scaling (r - mean of the
 others = G/(G-1) (r - mean)); over a multi-turn completion that is TRLOO's first turn, and later turns
-share it. "reinforce" (a batch baseline) has no TRL form. A rejected turn (lazy coverage, or a judge_error: the
-judge's own failure) gives no reward (None), which TRL leaves out of its group's baseline with an advantage of 0;
+share it. "reinforce" (a batch baseline) has no TRL form. A rejected turn (a judge_error: the judge's own
+failure) gives no reward (None), which TRL leaves out of its group's baseline with an advantage of 0;
 a multi-turn completion none of whose turns was accepted is left out the same way. TRL trains one role; the
 selector and summarizer train through the verl adapter (docs/training.md).
 """

@@ -11,7 +11,7 @@ launch command uses. verl keeps one scalar reward per sample, so a coder row's t
 (TRLOO's first turn); the environment's episodes (`KernelEnv.episode()`) keep the turn-level rewards.
 
 Samples with no reward: verl cannot leave a sample out of its group's mean, so a row whose role earned none
-(none of its turns accepted: judge errors, the judge's own failures, or lazy coverage) is masked out entirely
+(none of its turns accepted: judge errors, the judge's own failures) is masked out entirely
 (`loop_reward`): it carries no gradient, and its reward of 0 only enters the others' baseline.
 
 verl is optional and imported only here, when installed; everything but `KernelAgentLoop` works without it.
@@ -135,10 +135,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
                   url: str | None = None, token_env: str | None = None, reward: dict[str, Any] | None = None,
                   **kwargs: Any) -> float:
     """verl's custom reward function: the reply's candidate judged by the reward service, scored with
-    rewards.coder_reward (a turn rejected for low coverage scores 0: verl has no way to leave a sample out). A
-    judge_error is the judge's failure, not the candidate's: it is judged once more, fresh, and a second one raises
-    JudgeFailed rather than score a kernel nobody judged. The service is `url` (reward_kwargs), else the row's, else
-    $KERNELCRAFT_JUDGE_URL; its token is in $`token_env`."""
+    rewards.coder_reward. A judge_error is the judge's failure, not the candidate's: it is judged once more, fresh,
+    and a second one raises JudgeFailed rather than score a kernel nobody judged. The service is `url`
+    (reward_kwargs), else the row's, else $KERNELCRAFT_JUDGE_URL; its token is in $`token_env`."""
     info = extra_info or {}
     candidate = extract_candidate(solution_str)
     if isinstance(candidate, ParseFailure):
@@ -156,8 +155,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     if verdict.status is Status.JUDGE_ERROR:
         raise JudgeFailed(f"the judge failed on its side twice on a {task.key} sample ({' '.join(verdict.message.split())}): "
                           "no score for a kernel nobody judged")
-    result = coder_reward(verdict, cfg, lambda _: judge.remeasure(task, candidate))
-    return 0.0 if result.rejected else result.value
+    return coder_reward(verdict, cfg, lambda _: judge.remeasure(task, candidate)).value
 
 
 def loop_reward(sample: RoleSample, weight: float) -> tuple[list[int], float]:

@@ -1,0 +1,82 @@
+"""One rule on library calls, worded once: the prompts state the judge's rules with the numbers of its
+configuration, the judge's verdicts use the same words, and every count of speedups follows the rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelcraft.agents import Coder, render
+from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, Verdict
+from kernelcraft.judge.rules import OWN_KERNEL, CoverageRuling, credit_rule, reject_rule, rule_on_coverage
+from kernelcraft.report.metrics import TaskOutcome, summarize
+from kernelcraft.tasks import resolve_task
+
+CONFIG = JudgeConfig().with_overrides({
+    "seeds": 7, "atol": 3e-5, "rtol": 7e-4, "truth_factor": 3.5, "coverage_credit_below": 0.65, "coverage_reject_below": 0.05,
+    "timing": {"spot_checks": 4, "min_noise": 0.025, "cpu_flush_bytes": 0},
+})
+
+
+def _system(config: JudgeConfig, device: str = "cuda") -> str:
+    task = resolve_task("softmax_rows")
+    coder = Coder(None, "cuda", DeviceDescription(device, "a device"))
+    return coder.opening(task, TaskRules.of(config, task, device))[0].content
+
+
+def test_the_prompts_state_the_judges_rules_with_the_numbers_of_its_configuration() -> None:
+    system = _system(CONFIG)
+    for said in ("7 secret input seeds", "atol=3e-05", "rtol=0.0007", "computed in float64", "at most 3.5 times the float32",
+                 "outputs of 4 timed calls", "at least 2.5% either way", "fresh inputs every call", "the cache flushed",
+                 "at least 65% of the forward's time", "take 5% of the forward's time or less"):
+        assert said in system, said
+    default = _system(JudgeConfig())
+    assert "at least 50% of the forward's time" in default and "do none of the forward's work" in default
+    assert "at most 2 times" in default and "atol=0.0001" in default
+    # without the float64 truth, the reference's output; on a CPU whose cache the judge leaves be, no flush
+    plain = _system(JudgeConfig(truth=False).with_overrides({"timing": {"cpu_flush_bytes": 0}}), device="cpu")
+    assert "compared with the reference's output at float32" in plain and "float64" not in plain and "flushed" not in plain
+    rules = TaskRules.of(CONFIG, resolve_task("softmax_rows"), "cuda")
+    planner = render("planner_system", language_name="CUDA C++", rules=rules)
+    assert "atol=3e-05, rtol=0.0007" in planner and "within 3.5 times" in planner and credit_rule(0.65) in planner
+
+
+def test_the_judges_messages_and_the_prompt_share_the_rules_words() -> None:
+    system = _system(CONFIG)
+    flagged = rule_on_coverage(0.3, 4, [], CONFIG)
+    assert flagged.reject is None and flagged.flag == f"coverage 30%: {credit_rule(0.65)}"
+    assert credit_rule(0.65) in system
+    for ruling in (rule_on_coverage(0.04, 4, [("nvjet_sm90_gemm", 96.0)], CONFIG), rule_on_coverage(0.9, 0, [], CONFIG)):
+        assert ruling.flag is None and reject_rule(0.05) in ruling.reject and OWN_KERNEL in ruling.reject
+    assert reject_rule(0.05) in system and OWN_KERNEL in system
+
+
+def test_the_rule_on_coverage_rejects_flags_or_credits() -> None:
+    cfg = JudgeConfig()  # credit from 50%, reject at 0%
+    assert "went to nvjet" in rule_on_coverage(0.0, 3, [("nvjet", 9.0)], cfg).reject
+    assert "PyTorch did the work" in rule_on_coverage(0.7, 0, [], cfg).reject  # none of its own kernels ran
+    assert rule_on_coverage(0.01, 3, [], cfg).flag and rule_on_coverage(0.49, 3, [], cfg).flag
+    assert rule_on_coverage(0.5, 3, [], cfg) == rule_on_coverage(1.0, 3, [], cfg) == CoverageRuling()
+
+
+def _correct(speedup: float, significant: bool = True, low_coverage: bool = False) -> Verdict:
+    flags = [Flag("low_coverage", "coverage 30%")] if low_coverage else []
+    return Verdict(status=Status.CORRECT, task="t", device="cuda", speedup=speedup, significant=significant, flags=flags)
+
+
+@pytest.mark.parametrize(("verdict", "counted"), [
+    (_correct(2.0), 2.0),
+    (_correct(1.03, significant=False), 1.0),
+    (_correct(2.0, low_coverage=True), 1.0),  # a win earns no credit
+    (_correct(0.7, low_coverage=True), 0.7),  # a slowdown still counts
+    (_correct(0.98, significant=False, low_coverage=True), 1.0),
+])
+def test_the_effective_speedup_follows_the_rule(verdict: Verdict, counted: float) -> None:
+    assert verdict.effective_speedup == pytest.approx(counted)
+    assert Verdict.from_dict(verdict.to_dict()).effective_speedup == pytest.approx(counted)
+
+
+def test_fast_p_counts_a_low_coverage_win_as_correct_but_not_fast() -> None:
+    verdicts = [_correct(3.0), _correct(3.0, low_coverage=True)]
+    outcomes = [TaskOutcome.of_verdict(f"t{i}", 1, v, {}) for i, v in enumerate(verdicts)]
+    fast_p = summarize("level 1", outcomes).fast_p
+    assert (fast_p[0.0], fast_p[0.8], fast_p[1.0], fast_p[2.0]) == (1.0, 1.0, 0.5, 0.5)
