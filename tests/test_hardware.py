@@ -123,6 +123,7 @@ def test_the_ncu_command_and_its_refusals() -> None:
     denied = ("==PROF== Connected to process 7\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
               "NVIDIA GPU Performance Counters on the target device 0.\n")
     assert refusal(denied).startswith("ERR_NVGPUCTRPERM - The user does not have permission")
+    assert refusal("==ERROR== Failed to initialize the profiler: LibraryNotLoaded") is not None
     assert refusal("==ERROR== The application returned an error code (1).") is None
 
 

@@ -24,14 +24,15 @@ SHARED = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_d
 # Warp stall reasons, cycles per issued instruction; by pattern, since the set differs between architectures
 # and a metric ncu does not know fails the whole run.
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio$")
-STALLS = r"regex:^smsp__average_warps_issue_stalled_\w+_per_issue_active\.ratio$"
+STALLS = r"regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$"
 # "selected" is a warp issuing and "not_selected" one that could have: neither is a stall that slows the kernel.
 _NOT_STALLS = {"selected", "not_selected"}
 # ncu's units, to microseconds for times and bytes for sizes (ncu scales them to fit each value).
 _SCALE = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6,
           "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "KiB": 1024.0, "MiB": 1024.0**2}
-# Refusals that hold for the whole machine: every later ncu run would fail the same way.
-REFUSALS = ("ERR_NVGPUCTRPERM",)
+# Refusals that hold for the whole machine, every later ncu run failing the same way: no access to the GPU's
+# counters, or a profiler that cannot start at all (seen in a gVisor sandbox: "LibraryNotLoaded").
+REFUSALS = ("ERR_NVGPUCTRPERM", "Failed to initialize the profiler")
 
 
 @dataclass(frozen=True)
