@@ -70,6 +70,8 @@ def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
     (["skills", "export", "adir"], "adir: Is a directory"),
     (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--set", "Model=3"], "--set Model: not a module-level constant"),
     (["self-check", "examples", "--device", "cpu", "--gpus", "2", "-w", "ws"], "--gpus 2 with --device cpu"),
+    (["profile", "softmax_rows", "/no/such/candidate.py", "--device", "cpu"], "no such candidate"),
+    (["profile", "softmax_rows", "cand.py", "--device", "tpu"], "unknown device"),
 ])
 def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "cand.py").write_text("import torch\n")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..judge import DeviceDescription, TaskRules, Verdict
+from ..judge import DeviceDescription, KernelProfile, TaskRules, Verdict
 from ..llm import ChatReply, ChatRequest, LLMClient, Message
 from ..tasks import Task
 from .parse import ParseFailure, Truncated, extract_candidate
@@ -81,8 +81,9 @@ class Coder:
         return messages
 
     @staticmethod
-    def feedback(outcome: Verdict | ParseFailure) -> Message:
-        """What the model hears about its last answer."""
+    def feedback(outcome: Verdict | ParseFailure, kernels: KernelProfile | None = None) -> Message:
+        """What the model hears about its last answer; for a correct kernel, also where it stands on the
+        hardware: its roofline and, when it was profiled, its top kernels with their limiters."""
         if isinstance(outcome, Truncated):
             return Message("user", render("coder_truncated", max_tokens=outcome.max_tokens))
         if isinstance(outcome, ParseFailure):
@@ -91,7 +92,7 @@ class Coder:
         return Message("user", render(
             "coder_feedback", parse_error=None, status=v.status.value, message=v.message.strip(), speedup=v.speedup,
             reference_ms=v.reference.median_ms if v.reference else None, candidate_ms=v.candidate.median_ms if v.candidate else None,
-            band=v.speedup_band, coverage=v.coverage, flags=v.flags))
+            band=v.speedup_band, coverage=v.coverage, flags=v.flags, roofline=v.roofline, kernels=kernels))
 
     @staticmethod
     def omitted_note(count: int) -> str:

@@ -21,8 +21,8 @@ from ..judge import (DeviceUnavailable, Job, Judge, JudgeConfig, LocalPool, Task
                      describe_device, device_indices)
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError, LLMConfig, Price, Spend, make_client
-from ..report import (RunReport, Summary, TaskOutcome, baseline_label, load_run, not_judged_text, status_text, summarize_by_level,
-                     summary_table, verdict_lines, verdict_table, write_report)
+from ..report import (RunReport, Summary, TaskOutcome, baseline_label, load_run, not_judged_text, roofline_table, status_text,
+                     summarize_by_level, summary_table, verdict_lines, verdict_table, write_report)
 from ..search import (RUN_KIND, BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig,
                       SearchEvent, SkillOptions, TemplateOptions, unsuited)
 from ..skills import SkillError, SkillFileError
@@ -82,6 +82,13 @@ def _text(path: Path) -> str:
         return path.read_text()
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text") from None
+
+
+def _candidate_source(path: Path) -> str:
+    """A candidate file's source."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such candidate file")
+    return _text(path)
 
 
 def _config(path: Optional[Path], seeds: Optional[int], atol: Optional[float], rtol: Optional[float]) -> JudgeConfig:
@@ -154,6 +161,8 @@ def _suite(path: str, device: str, sets: list[str], sample: Optional[int] = None
 
 def _print_verdict(v: Verdict) -> None:
     out.print(verdict_table(v))
+    if v.roofline is not None:
+        out.print(roofline_table(v.roofline))
     for line in verdict_lines(v):
         out.print(line, highlight=False)
 
@@ -326,9 +335,7 @@ def eval_cmd(task: str = typer.Argument(..., help="A task file or a bundled exam
              rtol: Optional[float] = RtolOpt) -> None:
     """Evaluate one candidate against one task: one verdict. Exit 0 if correct, 1 otherwise."""
     t = _task(task, device, sets)
-    if not candidate.is_file():
-        raise UsageError(f"{candidate}: no such candidate file")
-    source = _text(candidate)
+    source = _candidate_source(candidate)
     cfg = _config(config, seeds, atol, rtol)
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir, config=cfg)
@@ -612,6 +619,9 @@ def optimize_cmd(
                                                                                        "per task (coarse stage)."),
     finalists: int = typer.Option(_default(TemplateOptions, "finalists"), "--finalists", help="template: the fastest "
                                                                                              "configurations judged again in full."),
+    profile: bool = typer.Option(_default(SearchConfig, "profile"), "--profile/--no-profile",
+                                 help="After each correct verdict, profile the candidate's top kernels with Nsight Compute for "
+                                      "the model's feedback (CUDA, where ncu runs; the roofline is given either way)."),
     skills: str = typer.Option("off", "--skills", help="on: show each task's samples skills the selector picked from "
                                                        "the library (a no-skill scheme is always tried too)."),
     skill_schemes: int = typer.Option(_default(SkillOptions, "schemes"), "--skill-schemes", help="Selector calls per task."),
@@ -659,7 +669,7 @@ def optimize_cmd(
                 target, model, {"inputs": inputs, "init_inputs": init_inputs, **selection, "sets": sets, "device": device,
                                 "workers": workers, "out": str(out_dir) if out_dir else None,
                                 "judge": _config(config_file, None, None, None).to_dict()},
-                llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language,
+                llm, {"strategy": strategy, "turns": turns, "samples": samples, "language": language, "profile": profile,
                       "history_tokens": history_tokens, "seed": seed, **{k: v for k, v in search_budget.items() if v is not None},
                       "branch": {"width": width, "impls": impls, "bank": bank},
                       "contrastive": {"buckets": buckets, "temperature": bucket_temperature},
@@ -682,8 +692,9 @@ def optimize_cmd(
             dev = describe_device(config.device)
             optimizer = Optimizer(config, store, client, pool, dev)
             run_id = resume or optimizer.start(tasks)
-            err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on {dev.name}",
-                      highlight=False)
+            kernels = "kernel metrics by ncu" if optimizer.profiler else f"no kernel metrics ({optimizer.no_profile})"
+            err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on {dev.name}, "
+                      f"{kernels}", highlight=False)
             done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
             with Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                           TimeElapsedColumn(), console=err, transient=True) as bar:

@@ -31,6 +31,7 @@ from .locks import device_lock
 from .memory import MemoryBudget, memory_budget
 from .reference import JudgeFault, ReferenceData, ReferenceServer, TaskRunError
 from .resources import PeakDisk, builds_bytes, peak_rss
+from .roofline import Roofline
 from .rules import LOW_COVERAGE, rule_on_coverage
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, hold_still
 from .slowdown import verdict_slowdown
@@ -734,10 +735,11 @@ class Judge:
         t0 = time.perf_counter()
         cand_ms = v.candidate.median_ms
         ceilings = self.ceilings()
-        if cand_ms < cfg.floor_margin * ref.bytes / ceilings["bandwidth_bytes_per_s"] * 1e3:
+        roof = Roofline.of(ref.flops, ref.bytes, cand_ms, ceilings)
+        if cand_ms < cfg.floor_margin * roof.bytes_floor_ms:
             ceilings = self.ceilings(refresh=True)  # a reject must not rest on one low measurement
-        bytes_floor_ms = ref.bytes / ceilings["bandwidth_bytes_per_s"] * 1e3
-        flop_floor_ms = ref.flops / ceilings["max_flops"] * 1e3
+            roof = Roofline.of(ref.flops, ref.bytes, cand_ms, ceilings)
+        bytes_floor_ms, flop_floor_ms = roof.bytes_floor_ms, roof.flop_floor_ms
         # The reference timed alone now, once the candidate's processes are gone: taken only when a
         # verdict rests on it, and then shared by both checks below.
         alone_now = None
@@ -783,6 +785,7 @@ class Judge:
                 v.flags.append(Flag("noisy_timing", f"the reference's own spread is {ref.trusted.rel_spread:.1%}"))
         stage.seconds += time.perf_counter() - t0
         if v.status is Status.CORRECT:
+            v.roofline = roof
             band = f" (noise band {v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f})" if v.speedup_band else ""
             v.message = f"correct; {v.speedup:.2f}x{band}" + ("" if v.significant else ", within noise: no speedup")
             if v.significant and v.effective_speedup != v.speedup:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from .roofline import Roofline
 from .rules import LOW_COVERAGE
 
 STAGES = ("static", "build", "load", "correctness", "timing", "audit")
@@ -101,6 +102,8 @@ class Verdict:
     # What the evaluation took: wall time, peak disk, the candidate's and the trusted worker's peak
     # host memory and device memory (judge/resources.py)
     resources: dict[str, Any] = field(default_factory=dict)
+    # A correct verdict's achieved TFLOP/s and GB/s against the device's ceilings (roofline.py); None otherwise
+    roofline: Roofline | None = None
 
     @property
     def correct(self) -> bool:
@@ -141,4 +144,6 @@ class Verdict:
                 d[k] = TimingStats(**d[k])
         if d.get("speedup_band") is not None:
             d["speedup_band"] = tuple(d["speedup_band"])
+        if d.get("roofline") is not None:
+            d["roofline"] = Roofline(**d["roofline"])
         return cls(**d)

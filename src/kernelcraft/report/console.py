@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ..judge import SPEEDUP_CREDIT, Verdict
+from ..judge import SPEEDUP_CREDIT, KernelProfile, Roofline, Verdict
+from ..judge.kernel_profile import NCU
 from .metrics import FAST_P, Summary, not_judged_text
 
 # judge_error is the judge's failure, never the candidate's: its own colour, apart from the candidates' failures.
@@ -26,6 +27,40 @@ def verdict_table(v: Verdict) -> Table:
     t.add_column("details")
     for s in v.stages:
         t.add_row(s.name, "yes" if s.ok else "NO", f"{s.seconds:.2f}", (s.message or "")[:160])
+    return t
+
+
+def _or_dash(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def roofline_table(r: Roofline) -> Table:
+    """A correct verdict's achieved rates against the device's ceilings, and the floors they imply."""
+    t = Table(title=f"roofline: {r.bound}-bound task, {r.share:.0%} of the roof reached", title_justify="left",
+              caption=f"the reference's {r.flops / 1e9:.4g} GFLOP (as torch's FlopCounterMode counts: matmuls, convolutions, "
+                      f"attention) and {r.bytes / 1e6:.4g} MB (inputs, outputs, parameters) per call, over the candidate's "
+                      f"median {r.time_ms:.4g} ms; ceilings measured on this device", caption_justify="left")
+    for col in ("", "achieved", "ceiling", "share", "floor"):
+        t.add_column(col, justify="right" if col else "left")
+    t.add_row("compute", f"{r.tflops:.4g} TFLOP/s", f"{r.peak_tflops:.4g} TFLOP/s", f"{r.compute_share:.1%}",
+              f"{r.flop_floor_ms:.4g} ms")
+    t.add_row("memory", f"{r.gbps:.4g} GB/s", f"{r.peak_gbps:.4g} GB/s", f"{r.memory_share:.1%}", f"{r.bytes_floor_ms:.4g} ms")
+    return t
+
+
+def kernel_table(p: KernelProfile) -> Table:
+    """A kernel profile's top kernels: ncu's metrics and limiter, or the profiler's times alone."""
+    note = f"no Nsight Compute metrics: {p.note}" if p.tool != NCU else p.note
+    t = Table(title=f"top kernels by {p.tool or 'nothing'} ({p.seconds:.1f} s)", title_justify="left", caption=note or None,
+              caption_justify="left")
+    for col in ("kernel", "own", "calls", "us", "share", "DRAM %", "SM %", "occupancy %", "regs", "smem/block", "top stalls",
+                "limiter"):
+        t.add_column(col, justify="left" if col in ("kernel", "own", "top stalls", "limiter") else "right", overflow="fold")
+    for k in p.kernels:
+        t.add_row(k.label, "yes" if k.own else "", str(k.calls), f"{k.time_us:.1f}", f"{p.share(k):.0%}",
+                  _or_dash(k.dram_pct, ".0f"), _or_dash(k.sm_pct, ".0f"), _or_dash(k.occupancy_pct, ".0f"), _or_dash(k.registers, "d"),
+                  "-" if k.shared_bytes is None else f"{k.shared_bytes / 1024:.3g} KiB",
+                  ", ".join(f"{reason} {cycles:.2g}" for reason, cycles in k.stalls) or "-", k.limiter or "-")
     return t
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..judge import Status, Verdict
+from ..judge import KernelProfile, Status, Verdict
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, LLMCallRow, RunRow, SkillCandidateRow, Store
 from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error_cause, summarize
@@ -43,7 +43,8 @@ class CallTotals:
 
 @dataclass(frozen=True)
 class AttemptReport:
-    """One turn of one sample: its status, effective speedup, feedback, and the verdict when the judge ran."""
+    """One turn of one sample: its status, effective speedup, feedback, and the verdict (with any kernel profile) when
+    the judge ran."""
 
     sample: int
     turn: int
@@ -55,6 +56,7 @@ class AttemptReport:
     llm_call_id: int | None
     created_at: float
     meta: dict[str, Any] = field(default_factory=dict)  # the strategy's note on this attempt
+    kernels: KernelProfile | None = None  # the verdict's kernel profile, when one was taken
 
     @property
     def correct(self) -> bool:
@@ -191,7 +193,8 @@ def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
 def _attempt(store: Store, row: AttemptRow) -> AttemptReport:
     return AttemptReport(sample=row.sample, turn=row.turn, status=row.status, speedup=row.speedup, feedback=row.feedback,
                          verdict_id=row.verdict_id, verdict=store.verdict(row.verdict_id) if row.verdict_id else None,
-                         llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta)
+                         llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta,
+                         kernels=store.kernel_profile(row.verdict_id) if row.verdict_id else None)
 
 
 def _baseline_ratios(store: Store, task_key: str, best: AttemptReport | None) -> dict[str, float]:

@@ -90,6 +90,9 @@ class SearchConfig(BaseModel):
     # refine and branch: "best" starts from the fastest correct kernel the workspace already has for
     # the task in the same verdict context (any run's, e.g. a template run's)
     start: Literal["scratch", "best"] = "scratch"
+    # After a correct verdict, its top kernels by Nsight Compute for the feedback (CUDA, where ncu runs;
+    # the roofline is given either way: it costs nothing)
+    profile: bool = True
     budget_judge_calls: int | None = Field(None, ge=1)  # evaluations over the whole run
     budget_wall_s: float | None = Field(None, gt=0)  # seconds of this invocation
     branch: BranchOptions = Field(default_factory=BranchOptions)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents import Coder, Planner, SkillSelector, SkillSummarizer
-from ..judge import DeviceDescription, JudgeConfig, LocalPool, context_hash
+from ..judge import DeviceDescription, JudgeConfig, KernelProfiler, LocalPool, context_hash
 from ..llm import LLMClient, Spend
 from ..skills import Skill, SkillLibrary
 from ..store import AttemptRow, Store
@@ -27,7 +27,7 @@ from .config import OptimizeConfig
 from .errors import Parked, RunStopped, TaskFailed
 from .parked import ParkedWork
 from .skill_use import SkillLearner, Verification, skill_schemes
-from .strategy import STRATEGIES, CallLog, SearchEvent, TaskContext, best_attempt
+from .strategy import MODEL_FREE, STRATEGIES, CallLog, SearchEvent, TaskContext, best_attempt
 
 RUN_KIND = "optimize"
 
@@ -70,6 +70,19 @@ class Optimizer:
         self.abort = threading.Event()
         self.parked = ParkedWork()  # what this invocation's parked work waits on
         self.library = SkillLibrary(store) if config.search.skills.enabled else None
+        self.profiler, self.no_profile = self._profiler()
+
+    def _profiler(self) -> tuple[KernelProfiler | None, str]:
+        """What profiles correct candidates' kernels for the feedback (on the first device, with the store's build
+        cache), or None and why none does: turned off, a strategy whose attempts no model reads, or no Nsight
+        Compute here."""
+        if not self.config.search.profile:
+            return None, "turned off"
+        if self.config.search.strategy in MODEL_FREE:
+            return None, f"the {self.config.search.strategy} strategy tells no model"
+        profiler = KernelProfiler(self.config.device, cache_dir=self.store.cache_dir, config=self.judge_config)
+        why = profiler.ncu_unavailable()
+        return (None, why) if why is not None else (profiler, "")
 
     def start(self, tasks: list[Task], kind: str = RUN_KIND) -> str:
         """A new run in the store, with its configuration (what `resume` reads back), its tasks, and the
@@ -148,7 +161,7 @@ class Optimizer:
                            planner=Planner(self.client, self.config.search.language, self.device), store=self.store,
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
                            stop=self.stop, abort=self.abort, budget=budget,
-                           judge_config=self.judge_config, device=self.device, parked=self.parked,
+                           judge_config=self.judge_config, device=self.device, parked=self.parked, profiler=self.profiler,
                            context=context_hash(task.source, task.meta.to_dict(), self.judge_config, self.device.name))
 
     def _skills(self) -> list[Skill]:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal, Truncated
-from ..judge import (DeviceDescription, Job, JudgeConfig, LocalPool, Result, Status, TaskRules, Verdict, context_hash,
-                     normalized_hash)
+from ..judge import (DeviceDescription, Job, JudgeConfig, KernelProfiler, LocalPool, Result, Status, TaskRules, Verdict,
+                     context_hash, normalized_hash)
 from ..llm import BatchPending, CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
@@ -135,6 +135,7 @@ class TaskContext:
     schemes: list[SkillScheme] = field(default_factory=lambda: [SkillScheme(0)])
     own_run_only: bool = False  # reuse only this run's verdicts (see measured_here)
     parked: ParkedWork = field(default_factory=ParkedWork)  # the run's tally of parked work, shared by its tasks
+    profiler: KernelProfiler | None = None  # correct candidates' top kernels for the feedback (None: the roofline alone)
     _judged: dict[str, "Future[tuple[Verdict, int]]"] = field(default_factory=dict)
     _judged_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -169,7 +170,7 @@ class TaskContext:
         if vid is None:
             return None
         verdict = self.store.verdict(vid)
-        return Outcome(verdict.status.value, verdict.effective_speedup, self.coder.feedback(verdict).content,
+        return Outcome(verdict.status.value, verdict.effective_speedup, self.feedback(verdict, vid),
                        self.store.candidate_source(vid), vid)
 
     # -- model calls ---------------------------------------------------------------------------
@@ -231,7 +232,13 @@ class TaskContext:
     def _judge_once(self, source: str, norm: str) -> tuple[Verdict, int]:
         earlier = self.store.reusable_verdict(self.context, norm, self.run_id if self.own_run_only else None)
         if earlier is not None:
-            return self.store.verdict(earlier), earlier
+            verdict, vid = self.store.verdict(earlier), earlier
+        else:
+            verdict, vid = self._judge_fresh(source, norm)
+        self._profile(verdict, vid, source)
+        return verdict, vid
+
+    def _judge_fresh(self, source: str, norm: str) -> tuple[Verdict, int]:
         try:
             self.budget.claim_judge_call()
         except RunStopped:
@@ -244,6 +251,19 @@ class TaskContext:
         vid = self.store.record_verdict(self.task, source, result.verdict, run_id=self.run_id, origin="search",
                                         norm_hash=norm, context_hash=self.context)
         return result.verdict, vid
+
+    def _profile(self, verdict: Verdict, vid: int, source: str) -> None:
+        """A correct candidate's top kernels, once per verdict (a reused verdict keeps its profile), after the
+        verdict so none is slowed; while ncu runs here (after a refusal, the roofline alone)."""
+        if not verdict.correct or self.profiler is None or self.profiler.ncu_unavailable() is not None:
+            return
+        if self.store.kernel_profile(vid) is None:
+            self.store.record_kernel_profile(vid, self.profiler.profile(self.task, source))
+            self._check_abort()
+
+    def feedback(self, verdict: Verdict, vid: int) -> str:
+        """What the model is told of a verdict: the judge's findings, the roofline and any kernel profile."""
+        return self.coder.feedback(verdict, self.store.kernel_profile(vid)).content
 
     def _check_abort(self) -> None:
         if self.abort.is_set():
@@ -278,7 +298,7 @@ class TaskContext:
         # The source the verdict was measured on (an equal one judged before, when reused): what
         # `outcome_of` gives on resume, so the prompts built from this outcome come out the same.
         source = self.store.candidate_source(vid)
-        feedback = self.coder.feedback(verdict).content
+        feedback = self.feedback(verdict, vid)
         speedup = verdict.effective_speedup if verdict.correct else None
         self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=verdict.status.value,
                                   llm_call_id=llm_call_id, verdict_id=vid, speedup=speedup, feedback=feedback, meta=meta)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..judge import Verdict
+from ..judge import KernelProfile, Verdict
 from ..judge.verdict import TimingStats
 from ..llm import CallRecord
 from ..tasks import Task
@@ -405,6 +405,16 @@ class Store(SkillTables):
         if not rows:
             raise KeyError(f"no verdict {verdict_id}")
         return Verdict.from_dict(json.loads(rows[0][0]))
+
+    def record_kernel_profile(self, verdict_id: int, profile: KernelProfile) -> None:
+        """A verdict's kernel profile (the latest kept): reused with the verdict, so an equal candidate is not profiled again."""
+        self._exec("INSERT OR REPLACE INTO kernel_profiles (verdict_id, tool, profile_json, created_at) VALUES (?,?,?,?)",
+                   (verdict_id, profile.tool, json.dumps(profile.to_dict()), time.time()))
+
+    def kernel_profile(self, verdict_id: int) -> KernelProfile | None:
+        """The kernel profile recorded for a verdict, or None."""
+        rows = self._query("SELECT profile_json FROM kernel_profiles WHERE verdict_id=?", (verdict_id,))
+        return KernelProfile.from_dict(json.loads(rows[0][0])) if rows else None
 
     def verdicts(self, *, run_id: str | None = None, task_key: str | None = None) -> list[VerdictRow]:
         sql = "SELECT id, task_key, run_id, device, device_name, status, speedup, effective_speedup, flags, created_at FROM verdicts"

@@ -187,4 +187,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE llm_calls ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE llm_calls ADD COLUMN reasoning_path TEXT;
     """,
+    """
+    -- a correct verdict's per-kernel profile (ncu, or the profiler's kernel list), taken after the verdict
+    CREATE TABLE kernel_profiles (
+        verdict_id INTEGER PRIMARY KEY REFERENCES verdicts(id),
+        tool TEXT NOT NULL,
+        profile_json TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
 ]
