@@ -16,7 +16,7 @@ from kernelcraft.agents import Coder
 from kernelcraft.judge import (Job, KernelProfile, KernelProfiler, KernelRecord, Result, Roofline, Status, TimingStats, Verdict,
                                self_check_source)
 from kernelcraft.judge.kernel_profile import NCU, OWN_CODE, TORCH_PROFILER
-from kernelcraft.judge.nsight import kernel_records, ncu_command, parse_ncu_csv, refusal
+from kernelcraft.judge.nsight import find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
 from kernelcraft.llm import LLMClient, LLMConfig
 from kernelcraft.report import load_run, render_report
 from kernelcraft.search import OptimizeConfig, Optimizer, SearchConfig
@@ -172,7 +172,18 @@ def test_without_ncu_the_profiler_lists_the_operators_on_the_cpu(tmp_path: Path)
     assert len(profile.kernels) == 3 and profile.kernels[0].time_us >= profile.kernels[-1].time_us > 0
     assert "aten::addmm" in [k.name for k in profile.kernels] and profile.total_us >= sum(k.time_us for k in profile.kernels)
     assert KernelProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
-    assert KernelProfiler("cuda", cache_dir=tmp_path).ncu_unavailable() in (None, "ncu is not installed here (not on PATH)")
+    assert KernelProfiler("cuda", cache_dir=tmp_path).ncu_unavailable() in (
+        None, "ncu is not installed here (not on PATH, in CUDA's toolkit or in /opt/nvidia/nsight-compute)")
+
+
+def test_ncu_off_the_path_is_found_in_cuda_s_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bin").mkdir()
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.write_text("#!/bin/sh\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    assert find_ncu() == str(ncu)
 
 
 def _correct(speedup: float, roofline: Roofline | None) -> Verdict:

@@ -4,8 +4,11 @@ turned into kernel records. Parent side; nothing here runs a kernel."""
 from __future__ import annotations
 
 import csv
+import glob
 import io
+import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,17 @@ class Launch:
 
     name: str
     metrics: dict[str, float]
+
+
+def find_ncu() -> str | None:
+    """ncu on the PATH, else in CUDA's toolkit or where Nsight Compute's installer puts it (the newest
+    version), which is off the PATH on many machines that have it."""
+    found = shutil.which("ncu")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    candidates = [os.path.join(home, "bin", "ncu"), *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
 def ncu_command(ncu: str, log: Path, max_launches: int, target: list[str]) -> list[str]:

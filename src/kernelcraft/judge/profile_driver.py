@@ -3,7 +3,8 @@ inputs and the candidate's ModelNew, warms it up, then runs one forward call for
 
 argv: a JSON spec (profiler.py writes it). Mode "ncu": the call between cudaProfilerStart and
 cudaProfilerStop, which ncu (--profile-from-start off) profiles; mode "torch": the call under
-torch.profiler, its kernels (CPU: operators) written to the spec's `out` as JSON.
+torch.profiler, its kernels (CPU: operators) written to the spec's `out` as JSON. Either way the paths
+of the candidate's extension binaries go to the spec's `binaries`.
 
 Like the worker, it imports only the standard library and torch (Triton when the candidate does);
 the candidate's extensions come from the judge's build cache, so nothing is compiled again."""
@@ -55,8 +56,10 @@ def main() -> None:
         torch.set_num_threads(spec["threads"])
     dtype = runtime.torch_dtype(spec["dtype"])
     task = runtime.exec_module(spec["task_source"], "task.py", "kernelcraft_task", spec["sizes"])
-    BuildRecorder(Path(spec["cache_dir"]), lambda module, functions: None).install()
+    built: list[str] = []  # the extensions' shared objects: which kernels are the candidate's own (kernel_names.py)
+    BuildRecorder(Path(spec["cache_dir"]), lambda module, functions: built.append(getattr(module, "__file__", None) or "")).install()
     candidate = runtime.exec_module(spec["candidate_source"], "candidate.py", "kernelcraft_candidate")
+    Path(spec["binaries"]).write_text(json.dumps([b for b in built if b]))
     model = runtime.build_model(candidate.ModelNew, runtime.make_init_inputs(task), spec["seed"], device, dtype)
     xs = runtime.make_inputs(task, spec["seed"], device, dtype)
     with torch.no_grad():

@@ -23,9 +23,10 @@ from pathlib import Path
 from ..tasks import Task
 from .config import JudgeConfig
 from .coverage import is_custom_kernel
+from .kernel_names import CompiledKernels
 from .kernel_profile import NCU, OWN_CODE, TORCH_PROFILER, KernelProfile, KernelRecord
 from .locks import device_lock
-from .nsight import errors, kernel_records, ncu_command, parse_ncu_csv, refusal
+from .nsight import errors, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
 from .sandbox import scrubbed_env
 from .static import check_source
 
@@ -57,8 +58,8 @@ class KernelProfiler:
         """Why ncu will not profile here, or None when it will be tried."""
         if self.device != "cuda":
             return "ncu profiles CUDA devices only"
-        if shutil.which("ncu") is None:
-            return "ncu is not installed here (not on PATH)"
+        if find_ncu() is None:
+            return "ncu is not installed here (not on PATH, in CUDA's toolkit or in /opt/nvidia/nsight-compute)"
         return self._refused
 
     def profile(self, task: Task, source: str) -> KernelProfile:
@@ -83,7 +84,7 @@ class KernelProfiler:
     def _ncu(self, task: Task, source: str, scratch: Path, own: set[str]) -> tuple[KernelProfile | None, str]:
         """ncu's profile, or None and why there is none."""
         log = scratch / "ncu.csv"
-        code, output = self._run(ncu_command(shutil.which("ncu") or "ncu", log, self.max_launches,
+        code, output = self._run(ncu_command(find_ncu() or "ncu", log, self.max_launches,
                                              self._driver(task, source, scratch, "ncu")), scratch)
         csv_text = log.read_text(errors="replace") if log.is_file() else ""
         refused = refusal(output + csv_text)
@@ -94,7 +95,8 @@ class KernelProfiler:
         if not launches:
             problem = (errors(output + csv_text) or [_last_line(output)])[0]
             return None, f"ncu profiled no kernel (exit code {code}): {problem}"
-        records = kernel_records(launches, lambda name: is_custom_kernel(name, own))
+        compiled = self._compiled(scratch)
+        records = kernel_records(launches, lambda name: is_custom_kernel(name, own, compiled))
         note = f"the call's first {self.max_launches} launches only" if len(launches) >= self.max_launches else ""
         return KernelProfile(NCU, records[:self.top], sum(k.time_us for k in records), note), ""
 
@@ -104,16 +106,29 @@ class KernelProfiler:
         out = scratch / "kernels.json"
         if code != 0 or not out.is_file():
             return KernelProfile("", [], 0.0, f"{why}; the profiler's run failed too (exit code {code}): {_last_line(output)}")
+        compiled = self._compiled(scratch)
         records = sorted((KernelRecord(r["name"][:300], r["calls"], r["time_us"],
-                                       own=r["name"] == OWN_CODE or is_custom_kernel(r["name"], own))
+                                       own=r["name"] == OWN_CODE or is_custom_kernel(r["name"], own, compiled))
                           for r in json.loads(out.read_text())), key=lambda k: -k.time_us)
         return KernelProfile(TORCH_PROFILER, records[:self.top], sum(k.time_us for k in records), why)
+
+    def _compiled(self, scratch: Path) -> CompiledKernels:
+        """The kernels compiled into the extensions the driver loaded: the candidate's own in any namespace.
+        Only binaries in the judge's build cache are read: the list comes from the candidate's process."""
+        compiled = CompiledKernels()
+        listed = scratch / "binaries.json"
+        for path in json.loads(listed.read_text()) if listed.is_file() else []:
+            binary = Path(path).resolve()
+            if binary.is_file() and binary.is_relative_to(self.cache_dir):
+                compiled.add_binary(binary)
+        return compiled
 
     def _driver(self, task: Task, source: str, scratch: Path, mode: str) -> list[str]:
         """The driver's command line, its spec written in `scratch`."""
         spec = {"mode": mode, "device": self.device, "dtype": task.meta.dtype, "task_source": task.source,
                 "sizes": task.sizes_for(self.device), "candidate_source": source, "seed": _SEED,
-                "threads": self.config.cpu_threads, "cache_dir": str(self.cache_dir), "out": str(scratch / "kernels.json")}
+                "threads": self.config.cpu_threads, "cache_dir": str(self.cache_dir), "out": str(scratch / "kernels.json"),
+                "binaries": str(scratch / "binaries.json")}
         (scratch / "spec.json").write_text(json.dumps(spec))
         return [sys.executable, "-m", "kernelcraft.judge.profile_driver", str(scratch / "spec.json")]
 
