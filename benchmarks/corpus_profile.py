@@ -53,10 +53,10 @@ def main() -> None:
                            top_kernel=top.label if top else None, top_limiter=top.limiter if top else None,
                            kernels=kernels.to_dict())
             rows.append(row)
+            (args.out / "corpus_profile.json").write_text(json.dumps(rows, indent=1))  # as it goes: a cut run keeps its rows
             print(f"[profile] {task.key}: {v.status.value} {row.get('tool', '')} {row.get('profile_s', 0):.1f}s", flush=True)
     finally:
         judge.close()
-    (args.out / "corpus_profile.json").write_text(json.dumps(rows, indent=1))
     print(f"\n{'task':52s} {'status':9s} {'speedup':>8s} {'bound':>7s} {'roof':>5s} {'tool':>6s} {'verdict s':>9s} "
           f"{'profile s':>9s}  top kernel: limiter")
     for r in rows:
