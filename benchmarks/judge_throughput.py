@@ -1,8 +1,10 @@
 """Judge throughput: 20+ honest candidates through kernelcraft's local pool (isolated workers,
 parallel builds, per-device timing lock) against the one-process, one-at-a-time way the
-KernelBench harness evaluates them. Both start with cold build caches.
+KernelBench harness evaluates them. Both start with cold build caches. With --profile, the cost of
+the hardware feedback `optimize` adds: every correct candidate profiled after the pool (ncu where it
+runs, else the PyTorch profiler), one at a time, as optimize does after each correct verdict.
 
-    python benchmarks/judge_throughput.py --device cuda --workers 8 --out $OUT
+    python benchmarks/judge_throughput.py --device cuda --workers 8 --out $OUT [--profile]
 """
 
 from __future__ import annotations
@@ -21,17 +23,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import throughput_jobs  # noqa: E402
 
-from kernelcraft.judge import Job, LocalPool  # noqa: E402
+from kernelcraft.judge import Job, KernelProfiler, LocalPool  # noqa: E402
 
 STAGES = ("build", "load", "correctness", "timing", "audit")
 
 
-def run_pool(jobs, device: str, workers: int) -> tuple[float, list]:
-    cache = Path(tempfile.mkdtemp(prefix="kc-bench-cache-"))
+def run_pool(jobs, device: str, workers: int, cache: Path) -> tuple[float, list]:
     t0 = time.perf_counter()
     with LocalPool(device, cache_dir=cache, workers=workers) as pool:
         results = list(pool.map([Job(j.task, j.source, tag=j.label) for j in jobs]))
     return time.perf_counter() - t0, results
+
+
+def profile_cost(results: list, device: str, cache: Path) -> list[dict]:
+    """Each correct candidate's profile (from the pool's build cache): its tool and wall time."""
+    profiler = KernelProfiler(device, cache_dir=cache)
+    rows = []
+    for r in results:
+        if r.verdict is not None and r.verdict.correct:
+            p = profiler.profile(r.job.task, r.job.source)
+            rows.append({"job": r.job.tag, "tool": p.tool, "seconds": p.seconds, "note": p.note, "kernels": len(p.kernels)})
+    return rows
 
 
 def run_naive(jobs, out_dir: Path) -> tuple[float, list]:
@@ -81,6 +93,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="Also profile every correct candidate after the pool: the cost "
+                                                             "of optimize's feedback from the hardware.")
     ap.add_argument("--hang", action="store_true", help="Only the stall one hung candidate causes the pool: the honest "
                                                           "candidates and one whose kernel never returns, together.")
     args = ap.parse_args()
@@ -90,7 +104,9 @@ def main() -> None:
         return
     jobs = throughput_jobs()
     naive_s, naive = (None, []) if args.skip_naive else run_naive(jobs, args.out)
-    pool_s, results = run_pool(jobs, args.device, args.workers)
+    cache = Path(tempfile.mkdtemp(prefix="kc-bench-cache-"))
+    pool_s, results = run_pool(jobs, args.device, args.workers, cache)
+    profiles = profile_cost(results, args.device, cache) if args.profile else []
 
     order = {j.label: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.job.tag])  # the pool returns them as they finish
@@ -107,7 +123,7 @@ def main() -> None:
                       "timing_phases_s": (v.stage("timing").details.get("phases_s") if v and v.stage("timing") else None),
                       "started_s": r.started - t_start, "finished_s": r.finished - t_start})
     (args.out / "throughput.json").write_text(json.dumps({"pool_s": pool_s, "naive_s": naive_s, "workers": args.workers,
-                                                          "results": lines, "naive": naive}, indent=1))
+                                                          "results": lines, "naive": naive, "profiles": profiles}, indent=1))
     n = len(jobs)
     device_name = next((x["device_name"] for x in lines if x["device_name"]), "?")
     print(f"\njudge throughput on {device_name}, {n} candidates, {args.workers} workers")
@@ -133,6 +149,12 @@ def main() -> None:
     if naive_s:
         print(f"{'one process, one at a time':34s} {naive_s:8.1f} {60 * n / naive_s:13.1f}")
         print(f"throughput ratio: {naive_s / pool_s:.2f}x (target >= 3x)")
+    if profiles:
+        secs = sorted(p["seconds"] for p in profiles)
+        tools = ", ".join(sorted({p["tool"] or "failed" for p in profiles}))
+        print(f"hardware profiles of the {len(profiles)} correct candidates ({tools}), one at a time after their verdicts: "
+              f"median {statistics.median(secs):.1f} s, max {secs[-1]:.1f} s, total {sum(secs):.1f} s "
+              f"({sum(secs) / pool_s:.0%} of the pool's wall time for all {n} verdicts)")
 
 
 if __name__ == "__main__":

@@ -37,9 +37,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build cache for every test (KERNELCRAFT_TEST_CACHE keeps it across runs)."""
+    """One build cache for every test (KERNELCRAFT_TEST_CACHE keeps it across runs), shared by the
+    pytest-xdist workers of a run: each extension is compiled once, not once per worker (a C++
+    build takes most of a minute on a 2-core CI machine). The cache is content-keyed and safe for
+    concurrent processes, as a pool's workers use it; its device lock then spans the workers too."""
     keep = os.environ.get("KERNELCRAFT_TEST_CACHE")
-    return Path(keep) if keep else tmp_path_factory.mktemp("cache")
+    if keep:
+        return Path(keep)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "cache"
+        shared.mkdir(exist_ok=True)
+        return shared
+    return tmp_path_factory.mktemp("cache")
 
 
 @pytest.fixture(scope="session")

@@ -87,14 +87,18 @@ def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> No
     path = cache_dir / "ceilings.json"
     saved = path.read_text()
     low = {k: {**c, "bandwidth_bytes_per_s": 1e6} for k, c in json.loads(saved).items()}  # 1 MB/s: nothing is that slow
-    path.write_text(json.dumps(low))
+    # Written whole at once, as the judge writes it: other test processes share the cache and read it.
+    tmp = path.with_suffix(".test.tmp")
+    tmp.write_text(json.dumps(low))
+    tmp.replace(path)
     try:
         v = Judge("cpu", cache_dir=cache_dir, config=FAST).evaluate(
             resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
         assert v.status is Status.CORRECT, v.message
         assert v.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] > 1e6
     finally:
-        path.write_text(saved)
+        tmp.write_text(saved)
+        tmp.replace(path)
 
 
 class _ScaledTrustedTime(Judge):
