@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcraft.judge.slowdown import honest_speedup, overstatement, reference_slowdown
+from kernelcraft.judge.slowdown import MAX_HOST_FACTOR, honest_speedup, overstatement, reference_slowdown
 from kernelcraft.judge.verdict import Flag, Status, TimingStats, Verdict
 
 
@@ -56,3 +56,10 @@ def test_the_honest_speedup_is_over_the_reference_alone_only_when_the_verdict_is
     assert honest_speedup(_verdict("slowed_reference")) == pytest.approx(3.6 * 1.4 / 1.8)
     # a candidate with native threads could be what slows its process: no host accounting
     assert honest_speedup(_verdict("slowed_reference", "native_threads")) == pytest.approx(2.0)
+
+
+def test_a_slow_host_excuses_a_bounded_slowdown_only() -> None:
+    """On the CPU all of the reference's time is host time: a probe read 25x slower for a moment must not
+    excuse a reference the candidate slowed 25x."""
+    s = reference_slowdown(stats(25.0, 25.0, 0.5), stats(1.0, 1.0, 0.02))
+    assert s.host_factor == MAX_HOST_FACTOR and s.ratio == pytest.approx(25.0 / MAX_HOST_FACTOR)

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 
 from .verdict import TimingStats, Verdict
 
+# The most a slow host may excuse. Honest verdicts' raw ratios stayed within 0.3-3.0 on a busy H100 VM;
+# the pure-Python probe can read far slower than that for a moment on a contended 2-core host, and
+# on the CPU, where all of the reference's time is host time, an unbounded factor would excuse a
+# reference slowed 20x by the candidate.
+MAX_HOST_FACTOR = 4.0
+
 
 @dataclass(frozen=True)
 class Slowdown:
@@ -31,7 +37,7 @@ def reference_slowdown(near: TimingStats, alone: TimingStats, account_host: bool
     factor = 1.0
     if account_host and near.probe_ms and alone.probe_ms and alone.host_ms is not None and alone.median_ms > 0:
         share = min(1.0, alone.host_ms / alone.median_ms)
-        factor = (1.0 - share) + share * near.probe_ms / alone.probe_ms
+        factor = min(MAX_HOST_FACTOR, (1.0 - share) + share * near.probe_ms / alone.probe_ms)
     return Slowdown(raw=raw, host_factor=factor, ratio=raw / factor if factor > 0 else raw)
 
 
