@@ -26,7 +26,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import kernelcraft
 
@@ -196,17 +196,37 @@ class WorkerProcess:
             return ""
         return data[-n:].decode(errors="replace").strip()
 
-    def call(self, cmd: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send one command; wait at most `timeout` seconds for its answer, not counting the time the
-        worker was stopped while another was timed."""
-        if cmd["op"] == "setup":
-            cmd = {**cmd, "nonce": self.nonce}
+    def _send(self, message: dict[str, Any]) -> None:
         try:
-            self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerDied(_describe_exit(self.proc.wait(timeout=5)), self.proc.returncode) from None
+
+    def call(self, cmd: dict[str, Any], timeout: float,
+             on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Send one command; wait at most `timeout` seconds for its answer, not counting the time the
+        worker was stopped while another was timed, nor the time `on_request` took. Before its answer
+        the worker may ask the judge for things it must not do itself (a line with "request"):
+        `on_request` answers each, and a request the command does not expect kills the worker. A
+        request is untrusted input: the candidate can write one as well as the worker can."""
+        if cmd["op"] == "setup":
+            cmd = {**cmd, "nonce": self.nonce}
+        self._send(cmd)
         deadline = time.monotonic() + timeout - self.stopped_s()
+        while True:
+            answer = self._read_line(deadline, timeout)
+            if "request" not in answer:
+                return answer
+            if on_request is None:
+                self.kill()
+                raise WorkerDied(f"the worker asked for {str(answer['request'])[:40]!r}, which this command does not expect", None)
+            t0 = time.monotonic()
+            reply = on_request(answer)
+            deadline += time.monotonic() - t0
+            self._send(reply)
+
+    def _read_line(self, deadline: float, timeout: float) -> dict[str, Any]:
         while b"\n" not in self._buf:
             left = deadline + self.stopped_s() - time.monotonic()
             if left <= 0:
@@ -227,8 +247,11 @@ class WorkerProcess:
                                  code, outside)
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        answer = json.loads(line)
-        if answer.get("nonce") != self.nonce:
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or answer.get("nonce") != self.nonce:
             self.kill()
             raise WorkerDied("the worker's answer did not carry the judge's nonce (forged output?)", None)
         return answer

@@ -103,21 +103,22 @@ def _poison(outputs: list[Any]) -> None:
 
 
 class Worker:
-    def __init__(self, fd_socket: Any = None, memfd: int | None = None) -> None:
+    def __init__(self, channel: Channel | None = None, fd_socket: Any = None, memfd: int | None = None) -> None:
+        self.channel = channel  # None only where a test drives a Worker in its own process
         self.fd_socket = fd_socket  # the parent passes other workers' memory files here (comparisons on the CPU)
         self.memfd = memfd  # this worker's memory file, for its outputs on the CPU
         self.held: Any = None  # one seed's outputs, shared until op_release
         self.expected: Expected | None = None
         self.native0: int | None = None
         self.cfg = JudgeConfig()
-        self.nonce = ""
         self.timing_sets: tuple[tuple[int, ...], list[list[Any]]] | None = None
         self.compiled: Any = None  # the reference under torch.compile (op_prepare_baselines)
         self.exact: Any = None  # the reference in float64, for spot checks the plain comparison fails
 
     # -- setup ---------------------------------------------------------------------------
     def op_setup(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        self.nonce = cmd["nonce"]
+        if self.channel is not None:
+            self.channel.nonce = cmd["nonce"]
         self.role = cmd["role"]
         self.cfg = JudgeConfig.from_dict(cmd["config"])
         self.device_kind = cmd["device"]
@@ -604,23 +605,47 @@ def failure(worker: Worker, e: BaseException) -> dict[str, Any]:
     return {"ok": False, "status": "runtime_error", "message": message, "oom": oom}
 
 
+class Channel:
+    """The worker's side of the line protocol: commands come on stdin, answers go on the private pipe,
+    each with the judge's nonce. `ask` puts a request to the judge in the middle of a command (a
+    build, a spot check: what the candidate's process must not do or decide itself) and waits for
+    the judge's reply on stdin."""
+
+    def __init__(self, reply: Any, commands: Any) -> None:
+        self.reply = reply
+        self.commands = commands
+        self.nonce = ""
+
+    def read(self) -> dict[str, Any] | None:
+        line = self.commands.readline()
+        return json.loads(line) if line else None
+
+    def write(self, message: dict[str, Any]) -> None:
+        self.reply.write(json.dumps({**message, "nonce": self.nonce}, default=str) + "\n")
+        self.reply.flush()
+
+    def ask(self, request: str, **payload: Any) -> dict[str, Any]:
+        self.write({"request": request, **payload})
+        answer = self.read()
+        if answer is None:
+            raise Rejection("judge_error", f"the judge went away while the worker waited for {request!r}")
+        return answer
+
+
 def main() -> None:
     """argv: the answer pipe's fd, the fd socket's fd, this worker's memory file's fd."""
     import socket
-    reply = os.fdopen(int(sys.argv[1]), "w")
+    channel = Channel(os.fdopen(int(sys.argv[1]), "w"), sys.stdin)
     fd_socket = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
     memfd = int(sys.argv[3]) if len(sys.argv) > 3 else None
     warm_up()
-    worker = Worker(fd_socket, memfd)
-    for line in sys.stdin:
-        cmd = json.loads(line)
+    worker = Worker(channel, fd_socket, memfd)
+    while (cmd := channel.read()) is not None:
         try:
             result = getattr(worker, f"op_{cmd['op']}")(cmd)
         except BaseException as e:  # noqa: BLE001 - SystemExit from candidate code included
             result = failure(worker, e)
-        result["nonce"] = worker.nonce
-        reply.write(json.dumps(result, default=str) + "\n")
-        reply.flush()
+        channel.write(result)
         if cmd["op"] == "exit":
             break
 
