@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 from kernelcraft.judge.locks import device_lock
-from kernelcraft.judge.worker import device_work
 
 BLOCKED_S = 0.3  # how long a holder that must wait is watched to see that it does
 
@@ -57,22 +56,3 @@ def test_timers_take_turns(tmp_path: Path) -> None:
     first.done()
     assert second.inside.wait(10)
     second.done()
-
-
-def test_a_workers_own_device_work_waits_for_a_measurement(tmp_path: Path, monkeypatch) -> None:
-    """A worker's CUDA start and the task's model on the device (work the judge sends no command
-    for) take the lock a judge's worker finds in its environment, for the device it was given."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    monkeypatch.setenv("KERNELCRAFT_LOCK_DIR", str(tmp_path))
-    timing = Holder(tmp_path, shared=False)
-    assert timing.inside.wait(10)
-    started = threading.Event()
-
-    def start_context() -> None:
-        with device_work():
-            started.set()
-
-    threading.Thread(target=start_context, daemon=True).start()
-    assert not started.wait(BLOCKED_S)
-    timing.done()
-    assert started.wait(10)

@@ -219,6 +219,18 @@ def test_serve_judge_refuses_to_start_without_a_token_or_on_a_served_workspace(s
     assert "another kernelcraft serve-judge is serving" in line
 
 
+def test_serve_judge_refuses_to_start_without_isolation_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No `unshare` on the PATH: workers would get no namespaces, so the service does not start; with
+    --insecure it goes on (here to the next check, the token)."""
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    line = one_line_error(kc("serve-judge", "--device", "cpu", "--port", "0", cwd=tmp_path))
+    assert "cannot be fully isolated here" in line and "unshare" in line and "--insecure" in line
+    line = one_line_error(kc("serve-judge", "--device", "cpu", "--port", "0", "--insecure", cwd=tmp_path))
+    assert "needs a token" in line
+
+
 def test_two_claimers_never_get_the_same_job(tmp_path: Path) -> None:
     """The store's claim is conditional on the job still being queued: two connections (as two processes
     would hold) racing over one queue each get different jobs, and every job is claimed once."""

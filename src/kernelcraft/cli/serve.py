@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from ..judge.isolation import isolation
 from ..train.service.config import ServeConfig
 from .app import ConfigOpt, UsageError, WorkspaceOpt, _config, _default, app
 
@@ -39,9 +40,15 @@ def serve_judge_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations (default: half the cores, at most 8)."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help=f"File holding the clients' token (default: ${TOKEN_ENV})."),
     config_file: Optional[Path] = ConfigOpt,
+    insecure: bool = typer.Option(False, "--insecure", help="Serve even where candidates cannot be fully isolated "
+                                                              "(README, Security model): only for code you trust."),
 ) -> None:
     """Serve the judge over HTTP: rollout workers (kernelcraft.train.service.JudgeClient) submit candidates and read
     verdicts. Jobs are kept in the workspace's store: a restarted service finishes what was queued."""
+    iso = isolation()
+    if not iso.complete and not insecure:
+        raise UsageError("serve-judge runs other people's code, and candidates cannot be fully isolated here: "
+                         f"{'; '.join(iso.problems)} (--insecure serves anyway)")
     token = _token(token_file)
     judge_config = _config(config_file, None, None, None)
     try:

@@ -173,11 +173,14 @@ class Judge:
     def _setup(self, w: WorkerProcess, role: str, task: Task | None, config: JudgeConfig) -> dict[str, Any]:
         dtype = task.meta.dtype if task else "float32"
         atol, rtol = config.tolerance(dtype, task.meta.atol if task else None, task.meta.rtol if task else None)
-        return w.call({
-            "op": "setup", "role": role, "device": self.device, "config": config.to_dict(), "dtype": dtype,
-            "atol": atol, "rtol": rtol, "init_seed": self.init_seed, "cache_dir": str(self.cache_dir),
-            "task_source": task.source if task else None, "sizes": task.sizes_for(self.device) if task else {},
-        }, timeout=config.timeouts.setup)
+        # The task's model is made on the device: shared device work, held here since no worker may
+        # reach the lock files (a candidate's daemon held them and every evaluation waited).
+        with self._device(shared=True) if self.device == "cuda" else nullcontext():
+            return w.call({
+                "op": "setup", "role": role, "device": self.device, "config": config.to_dict(), "dtype": dtype,
+                "atol": atol, "rtol": rtol, "init_seed": self.init_seed, "cache_dir": str(self.cache_dir),
+                "task_source": task.source if task else None, "sizes": task.sizes_for(self.device) if task else {},
+            }, timeout=config.timeouts.setup)
 
     def _device(self, shared: bool = False) -> AbstractContextManager[None]:
         """The device lock: exclusive while timing and profiling, `shared` for the judge's other work on

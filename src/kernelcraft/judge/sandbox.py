@@ -1,9 +1,10 @@
 """Parent side of isolation: one fresh worker process per candidate (or trusted reference).
 
-The worker gets its own scratch directory as cwd and HOME, a scrubbed environment (no API keys),
-its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which is killed
-whole on a timeout and when the worker is closed. Answers come on a private pipe, each carrying
-a nonce the candidate never sees, so nothing the candidate prints can pose as the judge.
+The worker starts confined (isolation.py: another user, namespaces, Landlock, isolated Python), with
+its own scratch directory as cwd, HOME and build directory, a scrubbed environment (no API keys),
+its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which is killed whole
+on a timeout and when the worker is closed. Answers come on a private pipe, each carrying a nonce
+the candidate never sees in its output, so nothing the candidate prints can pose as the judge.
 
 While one worker is timed (`hold_still`), every other worker of this process is stopped, with the
 compilers it runs: a neighbour's build or start-up slows a short call's host part several times over.
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import kernelcraft
+
+from .isolation import command, hand_over, policy, warn_if_incomplete
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
@@ -93,14 +96,15 @@ class WorkerDied(Exception):
 
 
 def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path, build_jobs: int) -> dict[str, str]:
+    """A worker's environment: nothing of the judge's but what it needs. Its compile caches are its
+    own (in `scratch`): a cache shared between candidates is a way for one to poison another's."""
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
     src_root = str(Path(kernelcraft.__file__).resolve().parent.parent)
     env.update(
         HOME=str(scratch), TMPDIR=str(scratch), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
         PYTHONPATH=src_root, MAX_JOBS=str(build_jobs),
-        TORCH_EXTENSIONS_DIR=str(cache_dir / "torch_extensions"), TRITON_CACHE_DIR=str(cache_dir / "triton"),
+        TORCH_EXTENSIONS_DIR=str(scratch / "torch_extensions"), TRITON_CACHE_DIR=str(scratch / "triton"),
         CUDA_VISIBLE_DEVICES=str(device_index) if device == "cuda" else "",
-        KERNELCRAFT_LOCK_DIR=str(cache_dir),  # the device lock (locks.py), taken by the worker's CUDA start
     )
     if device == "cpu":
         # OpenMP runtimes read these as they load (torch's at the worker's start, before its config is
@@ -128,6 +132,7 @@ class WorkerProcess:
         scratch_root = cache_dir / "scratch"
         scratch_root.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(tempfile.mkdtemp(prefix="w-", dir=scratch_root))
+        hand_over(self.scratch)
         self.nonce = secrets.token_hex(16)
         self.started = time.perf_counter()
         read_fd, write_fd = os.pipe()
@@ -137,10 +142,13 @@ class WorkerProcess:
         self.memfd = os.memfd_create("kc-outputs", os.MFD_CLOEXEC)
         self._killed = False  # by the judge: any other SIGKILL came from outside (the kernel, out of memory)
         self._log = open(self.scratch / "worker.log", "wb")
+        warn_if_incomplete()
+        argv, confined_env = command([str(write_fd), str(child_socket.fileno()), str(self.memfd)],
+                                     policy("kernelcraft.judge.worker", self.scratch, cache_dir,
+                                            read=(cache_dir / "builds",)))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelcraft.judge.worker", str(write_fd), str(child_socket.fileno()), str(self.memfd)],
-            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.scratch,
-            env=scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs),
+            argv, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.scratch,
+            env={**scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), **confined_env},
             # Its own process group (Ctrl-C in the terminal does not reach it, a kill reaches all it
             # started) in the judge's session: should the judge die while the group is stopped,
             # the kernel continues and hangs up the orphaned group, which stopped sessions never get.

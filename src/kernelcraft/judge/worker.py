@@ -22,7 +22,6 @@ import resource
 import sys
 import time
 import traceback
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ from .coverage import profile_call
 from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, ThreadWatch, native_threads, pin_precision, pytorch_defaults
 from .launches import LaunchCounter
-from .locks import device_lock
 from .timing import clock_info, clone_inputs, host_medians, run_interleaved, scenario_clock
 
 TASK_FILE = "task.py"
@@ -146,8 +144,7 @@ class Worker:
         try:
             self.task = runtime.exec_module(cmd["task_source"], TASK_FILE, "kernelcraft_task", cmd.get("sizes") or {})
             self.init_inputs = runtime.make_init_inputs(self.task)
-            with device_work():
-                self.reference = runtime.build_model(self.task.Model, self.init_inputs, self.init_seed, self.device, self.dtype)
+            self.reference = runtime.build_model(self.task.Model, self.init_inputs, self.init_seed, self.device, self.dtype)
         except Exception as e:  # noqa: BLE001 - any failure of task code is reported, not raised
             raise Rejection("task_error", user_traceback(e, (TASK_FILE,))) from None
         task_setup_s = time.perf_counter() - t0
@@ -569,22 +566,14 @@ class Worker:
         return {"ok": True}
 
 
-def device_work() -> AbstractContextManager[None]:
-    """The device lock, shared, around device work a worker does on its own (its CUDA context, the
-    task's model): a context made next to a measurement slowed a small GEMM's timed call from 26 to
-    40 us (median, H200). The judge's commands take the lock in the parent; this is for the rest."""
-    if not os.environ.get("CUDA_VISIBLE_DEVICES"):
-        return nullcontext()
-    return device_lock(Path(os.environ["KERNELCRAFT_LOCK_DIR"]), "cuda", int(os.environ["CUDA_VISIBLE_DEVICES"]), shared=True)
-
-
 def warm_up() -> None:
     """Start the CUDA context and import Triton before the first command: a spare worker does this
-    while it waits, so a candidate handed that worker waits only for its own task setup."""
+    while it waits, so a candidate handed that worker waits only for its own task setup. It takes no
+    device lock (no worker may reach the lock files): the judge stops its spare workers while it
+    times one (`hold_still`)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
-        with device_work():
-            torch.cuda.set_device(0)
-            torch.empty(1, device="cuda")
+        torch.cuda.set_device(0)
+        torch.empty(1, device="cuda")
     try:
         import triton  # noqa: F401
     except ImportError:
