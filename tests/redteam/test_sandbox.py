@@ -38,12 +38,15 @@ def relu() -> Task:
 
 def planted_files() -> list[Path]:
     """Every file the planting candidate tried to write that exists now (and holds its payload)."""
+    import site
     import sys
     import sysconfig
 
     import torch
-    dirs = set(sys.path) | {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
-                            str(Path(torch.__file__).parent.parent)}
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+    dirs = set(sys.path) | set(site.getsitepackages()) | {site.getusersitepackages(), base["purelib"], base["platlib"],
+                                                          sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                                                          str(Path(torch.__file__).parent.parent)}
     found = []
     for d in dirs:
         for name in PLANT_NAMES:
