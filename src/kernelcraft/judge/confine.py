@@ -79,7 +79,9 @@ def apply(policy: Policy) -> None:
         else:
             _drop_capabilities()
     if policy.landlock:
-        Ruleset(policy.read, policy.write, policy.files).restrict_self()
+        # Its own /proc entry: the CUDA driver writes there as it starts (cudaGetDeviceCount fails with
+        # "OS call failed" otherwise, on H100 machines).
+        Ruleset(policy.read, [*policy.write, f"/proc/{os.getpid()}"], policy.files).restrict_self()
 
 
 def main() -> None:
