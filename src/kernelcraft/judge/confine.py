@@ -43,6 +43,7 @@ class Policy:
     gid: int | None = None
     private_shm: bool = False
     landlock: bool = True
+    drop_capabilities: bool = True  # where it stays root
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -76,7 +77,7 @@ def apply(policy: Policy) -> None:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(policy.uid, policy.uid, policy.uid)
-        else:
+        elif policy.drop_capabilities:
             _drop_capabilities()
     if policy.landlock:
         # Its own /proc entry: the CUDA driver writes there as it starts (cudaGetDeviceCount fails with

@@ -34,6 +34,7 @@ from .confine import BOOT, ENV, Policy
 
 WORKER_USER = "kernelcraft-worker"
 USER_ENV = "KERNELCRAFT_WORKER_USER"
+SWITCH_ENV = "KERNELCRAFT_SANDBOX"  # "off": workers run unconfined (a before/after measurement, debugging)
 _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/sys", "/proc", "/dev")
 _DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*", "/dev/nvidia-caps/*",
                  "/dev/nvidia-uvm*")
@@ -50,6 +51,7 @@ class Isolation:
     gid: int | None
     problems: tuple[str, ...]
     root_only: str | None = None  # why workers stay root without capabilities instead (a path another user cannot read)
+    enabled: bool = True
 
     @property
     def complete(self) -> bool:
@@ -121,6 +123,8 @@ def _unreadable_for_others(paths: list[str]) -> str | None:
 def isolation() -> Isolation:
     """What this machine gives (probed once per process)."""
     problems: list[str] = []
+    if os.environ.get(SWITCH_ENV) == "off":
+        return Isolation(0, (), None, None, (f"the sandbox is switched off ({SWITCH_ENV}=off)",), enabled=False)
     if sys.platform != "linux":
         return Isolation(0, (), None, None, (f"workers are isolated on Linux only (this is {sys.platform})",))
     abi = landlock.abi_version()
@@ -200,7 +204,8 @@ def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] =
     private_shm = bool(iso.namespaces)
     return Policy(module=module, sys_path=sys_path, read=readable,
                   write=[str(scratch)] + (["/dev/shm"] if private_shm else []), files=files,
-                  uid=iso.uid, gid=iso.gid, private_shm=private_shm, landlock=iso.landlock_abi >= 1)
+                  uid=iso.uid, gid=iso.gid, private_shm=private_shm, landlock=iso.landlock_abi >= 1,
+                  drop_capabilities=iso.enabled and iso.uid is None)
 
 
 def command(args: list[str], pol: Policy) -> tuple[list[str], dict[str, str]]:
