@@ -10,6 +10,7 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -415,3 +416,126 @@ def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_i
     mm.cpu_parent = judge_range
     events[7].cpu_parent = mm
     assert device_share(events, {library}, CompiledKernels()).coverage == pytest.approx(0.01)
+
+
+def test_kernels_a_cuda_graph_replays_count_as_the_candidates_where_they_are_its_own() -> None:
+    """Issue 27: a candidate that captured its kernel in a CUDA graph copies the fresh input in, replays the
+    graph and clones the output. No wrapped function of its own runs; the device's records do: every kernel
+    of the graph carries the correlation id of the one cudaGraphLaunch, which no operator's range surrounds.
+    Its own kernel counts (a launch of its own, for the rule on library calls), PyTorch's captured operators
+    and copies do not, and a kernel named like one the reference runs (cuBLAS's) is never its own there."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from kernelcraft.judge.coverage import device_share
+    from kernelcraft.judge.kernel_names import CompiledKernels
+    from kernelcraft.judge.rules import rule_on_coverage
+
+    def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None, note: bool = False):
+        return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),
+                               cpu_parent=parent, is_user_annotation=note)
+
+    own = "scale_relu_kernel(float const*, float*, long)"
+    add = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
+           "std::array<char*, 2> >(int, at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2>)")
+    gemm = "nvjet_sm90_tst_128x64_64x8_1x1_v_bz_TNT"  # cuBLAS's, captured from a torch.mm
+    memcpy = "Memcpy DtoD (Device -> Device)"
+    forward = event(1, "kernelcraft_forward", DeviceType.CPU, note=True)
+    copy_in = event(2, "aten::copy_", DeviceType.CPU, parent=forward)
+    clone = event(3, "aten::clone", DeviceType.CPU, parent=forward)
+    copy_out = event(4, "aten::copy_", DeviceType.CPU, parent=clone)
+    replay = event(40, "cudaGraphLaunch", DeviceType.CPU, parent=forward)
+    events = [
+        forward, copy_in, clone, copy_out, replay,
+        event(30, "cudaMemcpyAsync", DeviceType.CPU, parent=copy_in),
+        event(30, memcpy, DeviceType.CUDA, us=5.0),  # the fresh input into the static buffer
+        event(40, own, DeviceType.CUDA, us=70.0),  # the graph's kernels: the candidate's...
+        event(40, add, DeviceType.CUDA, us=10.0),  # ...and PyTorch's, captured with it
+        event(40, gemm, DeviceType.CUDA, us=10.0),
+        event(50, "cudaMemcpyAsync", DeviceType.CPU, parent=copy_out),
+        event(50, memcpy, DeviceType.CUDA, us=5.0),  # the clone of the static output
+        event(1, "kernelcraft_forward", DeviceType.CUDA, us=100.0, note=True),
+    ]
+    library = frozenset({gemm, memcpy, "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >()"})
+    share = device_share(events, {"scale_relu_kernel"}, CompiledKernels(), library)
+    assert share.coverage == pytest.approx(0.7) and share.custom_kernels == ["scale_relu_kernel"]
+    assert share.graph_runs == 1 and share.graph_launches == 1 and share.device_us == 100.0
+    assert share.top_other[0] == (memcpy, 10.0)
+    # the rule on library calls: no wrapped call ran, the graph's run of its kernel did (launches 0 + 1)
+    assert rule_on_coverage(share.coverage, 0 + share.graph_runs, share.top_other, FAST) == rule_on_coverage(0.7, 1, [], FAST)
+    assert rule_on_coverage(share.coverage, 0 + share.graph_runs, share.top_other, FAST).reject is None
+
+    # a decoy: a kernel of its own named after cuBLAS's, the captured torch.mm doing the work
+    decoy = device_share(events, {"scale_relu_kernel", gemm}, CompiledKernels(), library)
+    assert decoy.coverage == pytest.approx(0.7) and decoy.custom_kernels == ["scale_relu_kernel"]
+    assert device_share(events, {gemm}, CompiledKernels(), library).graph_runs == 0
+    # (without the reference's kernel names, the name alone would decide)
+    assert device_share(events, {"scale_relu_kernel", gemm}, CompiledKernels()).coverage == pytest.approx(0.8)
+    # ...but launched directly by its own code it is its own, as before (the launch call, not the name, decides)
+    direct = event(60, "cuLaunchKernelEx", DeviceType.CPU,
+                   parent=event(5, "kernelcraft_custom::triton:" + gemm, DeviceType.CPU, parent=forward, note=True))
+    direct_events = events[:-1] + [direct, event(60, gemm, DeviceType.CUDA, us=20.0)]
+    assert device_share(direct_events, {gemm}, CompiledKernels(), library).coverage == pytest.approx(20.0 / 120.0)
+
+    # a graph of PyTorch's operators only: nothing of its own ran, and the rule says so
+    torch_only = device_share(events, {"other_kernel"}, CompiledKernels(), library)
+    assert torch_only.coverage == 0.0 and torch_only.custom_kernels == [] and torch_only.graph_runs == 0
+    assert "none of the candidate's own kernels ran" in rule_on_coverage(0.0, 0 + torch_only.graph_runs, [], FAST).reject
+    # a namespaced library kernel is never its own, whatever it named its kernels
+    assert device_share(events, {"vectorized_elementwise_kernel"}, CompiledKernels(), library).coverage == 0.0
+
+    # a replay whose kernels the profiler tied to no call (no cudaGraphLaunch of that id): the same
+    unlinked = [e for e in events if e is not replay]
+    share = device_share(unlinked, {"scale_relu_kernel", gemm}, CompiledKernels(), library)
+    assert share.coverage == pytest.approx(0.7) and share.graph_runs == 1 and share.graph_launches == 0
+    # a replay inside a PyTorch operator's range runs that operator's kernels
+    replay.cpu_parent = event(6, "aten::_graph_op", DeviceType.CPU, parent=forward)
+    assert device_share(events, {"scale_relu_kernel"}, CompiledKernels(), library).coverage == 0.0
+
+
+def test_a_profiled_call_counts_a_graph_replay_of_its_kernel_as_its_own_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """profile_call on a device whose profiler (faked here) saw only a graph replay: no wrapped call ran,
+    yet the candidate's kernel did, so the rule on library calls sees one launch of its own, not none."""
+    from types import SimpleNamespace
+
+    import torch
+    from torch.autograd import DeviceType
+
+    from kernelcraft.judge.coverage import profile_call
+    from kernelcraft.judge.launches import LaunchCounter
+
+    def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None):
+        return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),
+                               cpu_parent=parent, is_user_annotation=False)
+
+    replay = event(40, "cudaGraphLaunch", DeviceType.CPU)
+    seen = [replay, event(40, "scale_relu_kernel", DeviceType.CUDA, us=90.0),
+            event(40, "nvjet_sm90_tst_128x64_64x8_1x1_v_bz_TNT", DeviceType.CUDA, us=10.0)]
+
+    class Profile:
+        def __init__(self, activities: list[Any]) -> None:
+            pass
+
+        def __enter__(self) -> "Profile":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def events(self) -> list[Any]:
+            return seen
+
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    counter = LaunchCounter()
+    counter.kernel_names.update({"scale_relu_kernel", "nvjet_sm90_tst_128x64_64x8_1x1_v_bz_TNT"})
+    result = profile_call(lambda x: x, [torch.ones(2)], counter, torch.device("cuda"),
+                          frozenset({"nvjet_sm90_tst_128x64_64x8_1x1_v_bz_TNT"}))
+    assert result["calls"] == {} and result["custom_launches"] == 1 and result["graph_runs"] == 1
+    assert result["coverage"] == pytest.approx(0.9) and result["custom_kernels"] == ["scale_relu_kernel"]
+    assert result["graph_launches"] == 1
+    seen[1].name = "other_kernel"  # a graph of PyTorch's work only: no launch of its own at all
+    result = profile_call(lambda x: x, [torch.ones(2)], counter, torch.device("cuda"),
+                          frozenset({"nvjet_sm90_tst_128x64_64x8_1x1_v_bz_TNT"}))
+    assert result["custom_launches"] == 0 and result["coverage"] == 0.0

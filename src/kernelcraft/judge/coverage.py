@@ -1,7 +1,8 @@
 """Coverage from a profiled call: the share of the forward's time spent in the candidate's own
 kernels (judge-hardening #10; the rule on library calls, rules.py). On cuda: device time of kernels the
 candidate's source compiles (named in it, or compiled into its extensions: kernel_names.py), launched
-from outside PyTorch's operators.
+from outside PyTorch's operators, or run by a CUDA graph the candidate replays (the device's records
+of the kernels that ran count, not the calls that launched them).
 On cpu: time inside the candidate's extension functions and Triton launches, less the PyTorch
 compute ops they call."""
 
@@ -42,6 +43,10 @@ class DeviceShare:
     custom_kernels: list[str]
     device_us: float
     top_other: list[tuple[str, float]]  # the three largest other kernels: (name, us)
+    # Runs of the candidate's kernels that no launch call of its own put on the device: a graph replay's
+    # (or ones the profiler tied to no call). A replay calls none of its wrapped functions.
+    graph_runs: int = 0
+    graph_launches: int = 0  # cudaGraphLaunch calls in the profiled call
 
 
 def _is_note(e: Any) -> bool:
@@ -54,6 +59,12 @@ def _launch_calls(events: list[Any]) -> dict[int, Any]:
     or driver call that launched it. Operators ("aten::mm") and annotations are not such calls."""
     return {e.id: e for e in events if e.device_type == DeviceType.CPU and e.name.startswith("cu") and "::" not in e.name
             and not _is_note(e)}
+
+
+def _is_graph_launch(call: Any) -> bool:
+    """Whether a launch call replays a CUDA graph: CUPTI gives every kernel of the graph that call's
+    correlation id, whichever code captured it."""
+    return call.name.startswith(("cudaGraphLaunch", "cuGraphLaunch"))
 
 
 def _launched_by_torch(call: Any) -> bool:
@@ -71,27 +82,54 @@ def _launched_by_torch(call: Any) -> bool:
     return False
 
 
-def device_share(events: list[Any], kernel_names: set[str], compiled: CompiledKernels) -> DeviceShare:
-    """The share of device time in kernels the candidate's source compiles and its own code launches."""
+def _own_run(name: str, call: Any, kernel_names: set[str], compiled: CompiledKernels, library: frozenset[str]) -> bool:
+    """Whether one device record of kernel `name`, put there by launch call `call` (None: the profiler
+    tied it to none), is a run of the candidate's own kernel."""
+    if not is_custom_kernel(name, kernel_names, compiled) or (call is not None and _launched_by_torch(call)):
+        return False
+    # A graph replay runs the kernels PyTorch's operators captured and the candidate's alike, under one
+    # call that no operator's range surrounds: the name alone decides. So a kernel named like one the
+    # reference's own forward runs (cuBLAS's GEMM...) is a decoy's name for a captured operator's kernel.
+    return not ((call is None or _is_graph_launch(call)) and name in library)
+
+
+def device_share(events: list[Any], kernel_names: set[str], compiled: CompiledKernels,
+                 library: frozenset[str] = frozenset()) -> DeviceShare:
+    """The share of device time in kernels the candidate's source compiles and its own code launches,
+    directly or by replaying a CUDA graph. `library`: the kernels the reference's forward runs
+    (`library_kernels`), never the candidate's when a graph runs them."""
     calls = _launch_calls(events)
     # Device-side events are kernels, copies and fills; the judge's own record_function ranges
     # also appear on the device timeline as annotations and are not work.
     kernels = [e for e in events if e.device_type == DeviceType.CUDA and not e.name.startswith("kernelcraft_")
                and not _is_note(e)]
     total = custom = 0.0
+    graph_runs = 0
     custom_names: set[str] = set()
     other: dict[str, float] = {}
     for e in kernels:
         us = float(e.time_range.end - e.time_range.start)
         total += us
         call = calls.get(e.id)
-        if is_custom_kernel(e.name, kernel_names, compiled) and not (call is not None and _launched_by_torch(call)):
+        if _own_run(e.name, call, kernel_names, compiled, library):
             custom += us
             custom_names.add(kernel_identifier(e.name)[1])
+            graph_runs += call is None or _is_graph_launch(call)
         else:
             other[e.name[:80]] = other.get(e.name[:80], 0.0) + us
     return DeviceShare(coverage=(custom / total) if total > 0 else 0.0, custom_kernels=sorted(custom_names),
-                       device_us=total, top_other=sorted(other.items(), key=lambda kv: -kv[1])[:3])
+                       device_us=total, top_other=sorted(other.items(), key=lambda kv: -kv[1])[:3],
+                       graph_runs=graph_runs, graph_launches=sum(_is_graph_launch(c) for c in calls.values()))
+
+
+def library_kernels(reference: Any, inputs: list[Any]) -> frozenset[str]:
+    """The names of the device kernels (copies and fills included) the trusted reference's forward runs
+    on `inputs` (cloned: a reference may write to its inputs): PyTorch's and its libraries' (cuBLAS's,
+    cuDNN's). No operator's range tells them apart from the candidate's inside a graph replay."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        reference(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        torch.cuda.synchronize()
+    return frozenset(e.name for e in prof.events() if e.device_type == DeviceType.CUDA and not _is_note(e))
 
 
 def _walk(event: Any) -> list[Any]:
@@ -102,7 +140,11 @@ def _walk(event: Any) -> list[Any]:
     return out
 
 
-def profile_call(model: Any, inputs: list[Any], counter: LaunchCounter, device: torch.device) -> dict[str, Any]:
+def profile_call(model: Any, inputs: list[Any], counter: LaunchCounter, device: torch.device,
+                 library: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One profiled forward: its coverage, and how often the candidate's own kernels were launched
+    (`custom_launches`: calls of its wrapped functions, and on CUDA each run of its kernels a graph
+    replayed, since a replay calls none of them). `library`: as for `device_share`."""
     counter.reset()
     counter.profiling = True
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -118,9 +160,10 @@ def profile_call(model: Any, inputs: list[Any], counter: LaunchCounter, device: 
     events = prof.events()
     result: dict[str, Any] = {"custom_launches": launches, "calls": dict(counter.calls)}
     if device.type == "cuda":
-        share = device_share(events, counter.kernel_names, counter.compiled)
+        share = device_share(events, counter.kernel_names, counter.compiled, library)
         result.update(coverage=share.coverage, custom_kernels=share.custom_kernels, device_us=share.device_us,
-                      top_other=share.top_other)
+                      top_other=share.top_other, graph_runs=share.graph_runs, graph_launches=share.graph_launches,
+                      custom_launches=launches + share.graph_runs)
         if launches and not share.custom_kernels and share.device_us > 0:
             result["coverage"] = 0.0
         return result

@@ -39,7 +39,7 @@ from .static import check_source
 from .timeouts import CommandTimeouts, command_timeouts
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "10"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most
+JUDGE_VERSION = "11"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions)
 
 
 # What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
@@ -611,7 +611,8 @@ class Judge:
                            times.profile, Status.RUNTIME_ERROR, alone)
         audit = v.stages.pop()
         v.resources.update(candidate_device_peak_bytes=a.get("device_peak_bytes", 0))
-        audit.details["coverage"] = {k: a.get(k) for k in ("coverage", "custom_launches", "calls", "custom_kernels", "top_other")}
+        audit.details["coverage"] = {k: a.get(k) for k in ("coverage", "custom_launches", "calls", "custom_kernels", "top_other",
+                                                            "graph_launches", "graph_runs")}
         v.coverage = float(a.get("coverage", 0.0))
         if self_check:
             return audit

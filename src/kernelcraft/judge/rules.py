@@ -56,8 +56,9 @@ class CoverageRuling:
 
 def rule_on_coverage(coverage: float, own_launches: int, top_other: list[tuple[str, float]],
                      config: JudgeConfig) -> CoverageRuling:
-    """The rule on library calls applied to a candidate whose own kernels launched `own_launches` times and
-    took `coverage` of the forward's time; `top_other` names where the rest went (largest first)."""
+    """The rule on library calls applied to a candidate whose own kernels launched `own_launches` times (calls
+    of its wrapped functions, and each run of its kernels a CUDA graph replayed) and took `coverage` of the
+    forward's time; `top_other` names where the rest went (largest first)."""
     if own_launches == 0:
         found = "none of the candidate's own kernels ran during forward: PyTorch did the work (a decoy kernel or a fallback)"
     elif coverage <= config.coverage_reject_below:

@@ -33,7 +33,7 @@ from .compare import compare_outputs, flatten_outputs
 from .config import JudgeConfig
 from .exchange import ExchangeError, SharedTensor, export_outputs, import_outputs, receive_fd
 from .expected import Expected, SeedOutputs, against, describe_output, double_inputs, plain, same_bits, storages, truths_for
-from .coverage import profile_call
+from .coverage import library_kernels, profile_call
 from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, ThreadWatch, native_threads, pin_precision, pytorch_defaults
 from .launches import LaunchCounter
@@ -488,10 +488,13 @@ class Worker:
         xs = self.inputs(cmd["seed"])
         self.counter.kernel_names.update(cmd.get("kernel_names", []))  # __global__ names from the source
         self.threads.arm()
-        # Three profiled calls, the median by coverage: on a busy CPU one call can be preempted
-        # outside the candidate's kernels and read as low coverage.
         with torch.no_grad():
-            runs = sorted((profile_call(self.model, xs, self.counter, self.device) for _ in range(3)),
+            # The kernels the reference runs on these inputs: inside a graph the candidate replays, a
+            # kernel of one of their names is a captured PyTorch operator's, whatever the candidate named.
+            library = library_kernels(self.reference, xs) if self.device.type == "cuda" else frozenset()
+            # Three profiled calls, the median by coverage: on a busy CPU one call can be preempted
+            # outside the candidate's kernels and read as low coverage.
+            runs = sorted((profile_call(self.model, xs, self.counter, self.device, library) for _ in range(3)),
                           key=lambda r: r["coverage"])
         result = runs[1]
         self.check_threads("the profiled call", native=False)  # the profiler starts a thread of its own
