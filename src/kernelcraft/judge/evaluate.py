@@ -451,7 +451,7 @@ class Judge:
             try:
                 with ExitStack() as budget, ExitStack() as held:  # the device memory goes back after the worker
                     w = held.enter_context(self._worker())
-                    held.callback(lambda: v.resources.update(candidate_host_peak_bytes=peak_rss(w.proc.pid)))
+                    held.callback(lambda: v.resources.update(candidate_host_peak_bytes=peak_rss(w.worker_pid)))
                     disk = PeakDisk(w.scratch)
                     held.callback(lambda: v.resources.update(disk_peak_bytes=disk.peak + builds_bytes(self.cache_dir, v)))
                     held.enter_context(disk)
@@ -466,7 +466,7 @@ class Judge:
                 stage = v.stages[-1].name if v.stages and not v.stages[-1].ok else "unknown"
                 v.status, v.message = Status.TIMEOUT, f"{stage}: {e}; the worker's process group was killed"
             ref = ref_future.result()  # a task that fails to run raises TaskRunError here, a judge fault JudgeFault
-            v.resources.update(reference_host_peak_bytes=peak_rss(ref.server.worker.proc.pid),
+            v.resources.update(reference_host_peak_bytes=peak_rss(ref.server.worker.worker_pid),
                                reference_device_bytes=ref.facts.peak_bytes, reference_cached=ref.facts.cached)
         self._attach_reference(v, ref)
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 import kernelcraft
 
-from .isolation import command, hand_over, policy, warn_if_incomplete
+from .isolation import command, hand_over, isolation, policy, warn_if_incomplete
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
@@ -157,6 +157,7 @@ class WorkerProcess:
         os.close(write_fd)
         child_socket.close()
         self._fd = read_fd
+        self._worker_pid: int | None = None
         self._buf = b""
         self._stopped_at: float | None = None
         self._stopped_s = 0.0
@@ -164,6 +165,23 @@ class WorkerProcess:
             _LIVE.add(self)
             if _TIMED:  # started while another worker is timed: it waits like the others
                 self._stop()
+
+    @property
+    def worker_pid(self) -> int:
+        """The worker's own process id: the child of `unshare` where the worker runs in namespaces
+        (the pid the parent started is unshare's), or that pid itself; 0 once it is gone."""
+        if self._worker_pid is None:
+            try:
+                children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            except OSError:
+                return 0
+            if isolation().namespaces:
+                if not children:
+                    return 0
+                self._worker_pid = int(children[0])
+            else:
+                self._worker_pid = self.proc.pid
+        return self._worker_pid
 
     def __enter__(self) -> "WorkerProcess":
         return self
