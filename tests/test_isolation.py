@@ -1,0 +1,95 @@
+"""The sandbox's parts on their own: the policy a worker gets, and what Landlock and the dropped
+capabilities leave a confined process (a real process each, on the real kernel; the attacks
+themselves are in tests/redteam/test_sandbox.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.judge import isolation as iso
+from kernelcraft.judge.confine import BOOT, ENV, Policy
+from kernelcraft.judge.landlock import abi_version
+
+needs_landlock = pytest.mark.skipif(sys.platform != "linux" or abi_version() < 1, reason="needs Landlock")
+
+PROBE = """
+import json, os, sys
+found = {}
+for name, path in json.loads(sys.argv[1]).items():
+    try:
+        if name.startswith("write"):
+            with open(path, "w") as f:
+                f.write("x")
+        else:
+            with open(path) as f:
+                f.read()
+        found[name] = "ok"
+    except OSError as e:
+        found[name] = type(e).__name__
+status = open("/proc/self/status").read()
+found["cap_eff"] = next(l.split()[1] for l in status.splitlines() if l.startswith("CapEff"))
+found["uid"] = os.getuid()
+print(json.dumps(found))
+"""
+
+
+def confined(policy: Policy, probes: dict[str, str], tmp_path: Path) -> dict[str, object]:
+    """Run PROBE as `policy.module` would run: through BOOT, confined by `policy`."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "kc_probe.py").write_text(PROBE)
+    policy.module = "kc_probe"
+    policy.sys_path = [str(tmp_path / "probe"), *policy.sys_path]
+    policy.read = [*policy.read, str(tmp_path / "probe")]
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", BOOT, json.dumps(probes)], env={**os.environ, ENV: policy.to_env()},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_the_workers_module_path_and_reads_leave_out_the_cache_and_what_holds_it(tmp_path: Path, monkeypatch) -> None:
+    project = tmp_path / "project"
+    cache = project / "ws" / "cache"
+    (cache / "scratch").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(project))  # a test runner puts the project's root on the path
+    monkeypatch.chdir(tmp_path)
+    pol = iso.policy("kernelcraft.judge.worker", cache / "scratch", cache, read=(cache / "builds",))
+    assert str(project) not in pol.sys_path and str(tmp_path) not in pol.sys_path
+    assert all(not str(cache).startswith(p.rstrip("/") + "/") for p in pol.read), pol.read
+    assert "/" not in pol.read
+    assert pol.write[0] == str(cache / "scratch")
+    assert any(Path(p) == Path(iso._src_root()) for p in pol.sys_path)
+
+
+@needs_landlock
+def test_landlock_leaves_writes_to_the_scratch_directory_only(tmp_path: Path) -> None:
+    scratch, judge = tmp_path / "scratch", tmp_path / "judge"
+    scratch.mkdir()
+    judge.mkdir()
+    (judge / "kernelcraft.db").write_text("the store")
+    pol = iso.policy("x", scratch, judge)
+    pol.uid = None
+    pol.private_shm = False
+    found = confined(pol, {"write_scratch": str(scratch / "a"), "write_judge": str(judge / "b"),
+                           "read_store": str(judge / "kernelcraft.db"), "write_tmp": "/tmp/kc-isolation-probe",
+                           "read_python": os.__file__}, tmp_path)
+    assert found["write_scratch"] == "ok" and found["read_python"] == "ok"
+    assert found["write_judge"] == found["read_store"] == found["write_tmp"] == "PermissionError", found
+    assert not (judge / "b").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root judge's workers")
+def test_a_root_worker_keeps_no_capability(tmp_path: Path) -> None:
+    other = tmp_path / "others"
+    other.write_text("another user's")
+    os.chown(other, 65534, 65534)
+    other.chmod(0o600)
+    pol = Policy(module="x", sys_path=[p for p in sys.path if p], landlock=False, drop_capabilities=True)
+    found = confined(pol, {"read_others": str(other)}, tmp_path)
+    assert int(str(found["cap_eff"]), 16) == 0 and found["uid"] == 0
+    assert found["read_others"] == "PermissionError"  # only CAP_DAC_OVERRIDE would open it
