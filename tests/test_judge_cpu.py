@@ -3,7 +3,6 @@ that says what broke. (Exploits are in tests/redteam.)"""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import uuid
@@ -15,7 +14,9 @@ from typing import Any
 import pytest
 
 from kernelcraft.judge import STAGES, Job, Judge, LocalPool, Status, TaskRunError
+from kernelcraft.judge import builds
 from kernelcraft.judge.buildcache import BuildError, BuildRecorder
+from kernelcraft.judge.builds import BuildBudget, BuildService
 from kernelcraft.judge.sandbox import live_worker_pids
 from kernelcraft.judge.slowdown import verdict_slowdown
 from kernelcraft.judge.verdict import TimingStats
@@ -85,22 +86,11 @@ def test_honest_cpp_candidate_is_correct_and_timed(cpu_judge: Judge) -> None:
 
 def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> None:
     """A ceiling measured low once (a noisy neighbour) must not turn an honest kernel into a hack."""
-    Judge("cpu", cache_dir=cache_dir, config=FAST).ceilings()
-    path = cache_dir / "ceilings.json"
-    saved = path.read_text()
-    low = {k: {**c, "bandwidth_bytes_per_s": 1e6} for k, c in json.loads(saved).items()}  # 1 MB/s: nothing is that slow
-    # Written whole at once, as the judge writes it: other test processes share the cache and read it.
-    tmp = path.with_suffix(".test.tmp")
-    tmp.write_text(json.dumps(low))
-    tmp.replace(path)
-    try:
-        v = Judge("cpu", cache_dir=cache_dir, config=FAST).evaluate(
-            resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
-        assert v.status is Status.CORRECT, v.message
-        assert v.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] > 1e6
-    finally:
-        tmp.write_text(saved)
-        tmp.replace(path)
+    judge = Judge("cpu", cache_dir=cache_dir, config=FAST)
+    judge._ceilings = {**judge.ceilings(), "bandwidth_bytes_per_s": 1e6}  # 1 MB/s: nothing is that slow
+    v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    assert v.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] > 1e6
 
 
 class _ScaledTrustedTime(Judge):
@@ -300,15 +290,19 @@ class ModelNew(nn.Module):
     ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", False),  # the compiler killed for memory
     ("main.cpp: fatal error: error writing to /tmp/cc.s: No space left on device", False),
 ])
-def test_only_a_compilers_diagnostics_are_kept_as_a_failed_build(tmp_path: Path, log: str, kept: bool) -> None:
-    recorder = BuildRecorder(tmp_path, lambda module, functions: None)
+def test_only_a_compilers_diagnostics_are_kept_as_a_failed_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 log: str, kept: bool) -> None:
+    service = BuildService(tmp_path, "cpu", 0, 1, "")
     tries = []
 
-    def compiler(**arguments):
-        tries.append(arguments["name"])
-        raise RuntimeError(f"Error building extension '{arguments['name']}':\n{log}")
+    def builder(argv, scratch, env, timeout):  # torch's error, as the builder leaves it
+        tries.append(argv)
+        (scratch / "error.txt").write_text(f"Error building extension 'kc_x':\n{log}")
+        return 1, 0.1
 
-    recorder.original = compiler
+    monkeypatch.setattr(builds, "run_untrusted", builder)
+    recorder = BuildRecorder(tmp_path, os.geteuid(), "", lambda module, functions: None,
+                             lambda arguments: service.answer({"request": "build", "arguments": arguments}, BuildBudget(60.0)))
     for _ in range(2):
         with pytest.raises(BuildError, match=re.escape(log.split(":")[-1].strip())):
             recorder.load_inline(name="x", cpp_sources=["int f();"])

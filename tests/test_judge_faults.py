@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelcraft.judge import Judge, JudgeConfig, Status
+from kernelcraft.judge import Judge, JudgeConfig, Status, ceilings
 from kernelcraft.judge.compare import compare_with_truth
 from kernelcraft.judge.exchange import ExchangeError, SharedTensor, export_outputs, import_outputs
 from kernelcraft.judge.expected import Expected, Facts
@@ -134,7 +134,8 @@ def tiny_disk(tmp_path: Path):
 
 def test_a_full_disk_is_a_judge_error_after_one_retry_never_the_candidates_failure(tiny_disk: Path, cache_dir: Path) -> None:
     Judge("cpu", cache_dir=cache_dir).ceilings()  # measured once per machine: the tiny disk takes the session's
-    (tiny_disk / "ceilings.json").write_text((cache_dir / "ceilings.json").read_text())
+    for name in (ceilings.FILE, ceilings.DIGEST_FILE):
+        (tiny_disk / name).write_bytes((cache_dir / name).read_bytes())
     judge = Judge("cpu", cache_dir=tiny_disk, config=FAST)
     try:
         task = resolve_task("leaky_relu_clamp").with_sizes("cpu", {"N": 4096})

@@ -302,6 +302,16 @@ CASES: list[Case] = [
          why="null-pointer write in C++ (SIGSEGV); defence: isolation, runtime_error"),
     Case("17_huge_alloc", 17, "relu.py", "17_huge_alloc.py", "cpu", _s("runtime_error"),
          why="asks for 4 TiB in forward; defence: allocation failure / RLIMIT_AS, runtime_error"),
+
+    # ------------------------------------------------- 29 judge state tampering (shared caches)
+    # With static checks off, these attackers pass themselves (their ReLU is honest): the harm is to
+    # later evaluations, which test_shared_caches.py checks.
+    Case("29_inflate_ceilings", 29, "relu.py", "29_inflate_ceilings.py", "cpu", STATIC,
+         why="rewrites the cached ceilings.json at 1e30 B/s and FLOP/s, switching the physical floor off; "
+             "static: os, open; runtime (test_shared_caches.py): only the judge's own file is believed"),
+    Case("29_plant_failed_build", 29, "relu.py", "29_plant_failed_build.py", "cpu", STATIC,
+         why="plants failed.log and a fake .so in another candidate's build directory; static: os, open, exec; "
+             "runtime (test_shared_caches.py): only builds the judge published, as it recorded them, are used"),
 ]
 
 CASES_BY_ID: dict[str, Case] = {c.id: c for c in CASES}

@@ -53,7 +53,7 @@ def test_gpu_case(case: Case, gpu_results: dict[str, Result]) -> None:
 
 def test_every_exploit_class_has_a_real_candidate() -> None:
     covered = {c.exploit for c in CASES if c.exploit}
-    assert covered == set(range(1, 18)), sorted(set(range(1, 18)) - covered)
+    assert covered >= set(range(1, 18)), sorted(set(range(1, 18)) - covered)
     assert any(c.exploit == 0 and c.device == "cpu" for c in CASES), "honest controls must pass too"
     for c in CASES:
         assert (TASKS_DIR / c.task).is_file() and (CANDIDATES_DIR / c.candidate).is_file(), c.id

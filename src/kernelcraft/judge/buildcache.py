@@ -1,14 +1,17 @@
-"""The build cache: `load_inline` keyed by source hash, flags, architecture and versions.
+"""The candidate's side of the build cache: `load_inline` keyed by source hash, flags, architecture
+and versions.
 
-Installed into the worker before the candidate is imported: the candidate's own `load_inline`
-call then builds into (or loads from) `<cache>/builds/<key>`, so an identical extension is
-compiled once per machine, and distinct ones never collide on a name. A compiler error is kept
-there too: the same build fails at once the next time instead of compiling for minutes again.
+Installed into the worker before the candidate is imported: the candidate's own `load_inline` call
+then loads the judge's published build of its key (buildstore.py), or asks the judge to build it
+(builds.py); the candidate's process never writes the cache. An identical extension is compiled once
+per machine, distinct ones never collide on a name, and a compiler error is kept too: the same build
+fails at once the next time instead of compiling for minutes again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -21,6 +24,8 @@ from typing import Any, Callable
 
 import torch
 import torch.utils.cpp_extension as cpp_extension
+
+from .buildstore import builds_dir, lookup, module_name
 
 
 class BuildError(Exception):
@@ -43,7 +48,18 @@ _DIAGNOSTIC_RE = re.compile(r"\berror\b\s*:|undefined reference")
 _TRANSIENT_RE = re.compile(r"Killed|signal|died|No space left|Cannot allocate memory|out of memory|Resource temporarily",
                            re.IGNORECASE)
 _DISK_FULL_RE = re.compile(r"No space left on device|Disk quota exceeded")
-FAILED_LOG = "failed.log"
+SET_BY_JUDGE = frozenset({"name", "build_directory", "verbose"})  # load_inline's arguments the judge sets
+
+
+def kept_as_failed(full_output: str, message: str) -> bool:
+    """A compiler's or linker's diagnostic (`message`, trimmed from `full_output`), the same on every try:
+    kept as the build's failure."""
+    return bool(_DIAGNOSTIC_RE.search(message)) and not _TRANSIENT_RE.search(full_output)
+
+
+def machine_failed(full_output: str) -> bool:
+    """The machine failed the build (a full disk), not the source."""
+    return bool(_DISK_FULL_RE.search(full_output))
 
 
 def trim_compiler_output(text: str, max_lines: int = 25) -> str:
@@ -63,60 +79,88 @@ def trim_compiler_output(text: str, max_lines: int = 25) -> str:
     return "\n".join(keep[:max_lines])
 
 
-def cache_key(arguments: dict[str, Any]) -> str:
+def request_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """load_inline's arguments as a build request carries them: JSON, without those the judge sets itself."""
+    return json.loads(json.dumps({k: v for k, v in arguments.items() if k not in SET_BY_JUDGE}, default=str))
+
+
+def cache_key(arguments: dict[str, Any], capability: str) -> str:
+    """The build's key: a request's arguments (`request_arguments`), the device's compute capability
+    ("9.0"; "" on the CPU), the versions and the architecture. The judge and the worker compute it alike."""
     material = {
-        "args": {k: v for k, v in arguments.items() if k not in ("name", "build_directory", "verbose")},
+        "args": arguments,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
-        "capability": torch.cuda.get_device_capability() if torch.cuda.is_available() else None,
+        "capability": capability,
         "python": sys.version_info[:2],
         "machine": platform.machine(),
     }
-    return hashlib.sha256(json.dumps(material, sort_keys=True, default=repr).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def import_extension(name: str, path: Path, is_python_module: bool) -> Any:
+    """Import a published extension where it lies, as load_inline does once it has built, without its
+    build step: that would write a lock and build files into the judge's directory."""
+    if not is_python_module:
+        torch.ops.load_library(str(path))
+        return str(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise BuildError(f"{path} cannot be imported as the extension {name}", machine_fault=True)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class BuildRecorder:
-    """Wraps `load_inline`; remembers build time, keys and the extension modules it returned."""
+    """Wraps `load_inline` in the candidate's process. A build the judge has published is imported from
+    the shared cache, read only, once verified (buildstore.lookup); any other is asked of the judge
+    (`ask`, a build request), which builds and publishes it. Remembers build time, keys and the
+    extension modules it returned."""
 
-    def __init__(self, cache_root: Path, on_module: Callable[[Any, list[str] | None], None]) -> None:
-        self.cache_root = cache_root
+    def __init__(self, cache_root: Path, judge_uid: int, capability: str, on_module: Callable[[Any, list[str] | None], None],
+                 ask: Callable[[dict[str, Any]], dict[str, Any]] | None) -> None:
+        self.builds = builds_dir(cache_root)
+        self.judge_uid = judge_uid
+        self.capability = capability
         self.on_module = on_module
+        self.ask = ask  # None: nothing is built now (a profile's driver; a worker once its candidate has loaded)
         self.seconds = 0.0
         self.keys: list[str] = []
-        self.original = cpp_extension.load_inline
-        self.signature = inspect.signature(self.original)
+        self.signature = inspect.signature(cpp_extension.load_inline)
 
     def install(self) -> None:
         cpp_extension.load_inline = self.load_inline
 
     def load_inline(self, *args: Any, **kwargs: Any) -> Any:
-        bound = self.signature.bind(*args, **kwargs)
-        arguments = dict(bound.arguments)
-        key = cache_key(arguments)[:24]
-        name = f"kc_{key}"
-        build_dir = self.cache_root / "builds" / name
-        try:
-            build_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BuildError(f"the judge could not make the build directory: {e}", machine_fault=True) from None
-        failed = build_dir / FAILED_LOG
-        if failed.is_file():
-            raise BuildError(f"{failed.read_text()}\n(this build failed the same way before; {failed} keeps it: delete "
-                             "that file to compile again)")
-        arguments.update(name=name, build_directory=str(build_dir), verbose=False)
+        arguments = request_arguments(dict(self.signature.bind(*args, **kwargs).arguments))
+        key = cache_key(arguments, self.capability)
         t0 = time.perf_counter()
         try:
-            module = self.original(**arguments)
-        except (RuntimeError, OSError, ImportError) as e:  # torch raises RuntimeError with the compiler log
-            message = trim_compiler_output(str(e))
-            if _DIAGNOSTIC_RE.search(message) and not _TRANSIENT_RE.search(str(e)):
-                partial = failed.with_suffix(f".{os.getpid()}")  # whole or absent for a neighbour reading it
-                partial.write_text(message)
-                partial.replace(failed)
-            raise BuildError(message, machine_fault=bool(_DISK_FULL_RE.search(str(e)))) from None
+            module = self._load(key, arguments)
         finally:
             self.seconds += time.perf_counter() - t0
         self.keys.append(key)
         self.on_module(module, arguments.get("functions"))
         return module
+
+    def _load(self, key: str, arguments: dict[str, Any]) -> Any:
+        found = lookup(self.builds, key, self.judge_uid)
+        if found is None:
+            if self.ask is None:
+                raise BuildError(f"the extension {module_name(key)} is not built, and extensions are built only while the "
+                                 "candidate loads (at import or in ModelNew's constructor)")
+            reply = self.ask(arguments)
+            if not reply.get("ok"):
+                raise BuildError(str(reply.get("message") or "the judge did not build the extension"),
+                                 machine_fault=bool(reply.get("machine_fault")))
+            found = lookup(self.builds, key, self.judge_uid)
+            if found is None:  # the judge published it: whatever changed it since is no fault of the build
+                raise BuildError(f"the judge's build of {module_name(key)} does not verify", machine_fault=True)
+        if found.failed:
+            raise BuildError(found.failure())
+        try:
+            return import_extension(module_name(key), found.path, bool(arguments.get("is_python_module", True)))
+        except (OSError, ImportError, RuntimeError) as e:  # built, but it does not load (an undefined symbol)
+            raise BuildError(trim_compiler_output(str(e))) from None

@@ -1,13 +1,66 @@
 """Device ceilings for the physical-floor audit: memory bandwidth and matmul peak, measured once
-per device (in a worker) and cached by the parent in the judge's cache directory."""
+per device (in a worker) and cached by the parent in the judge's cache directory: `ceilings.json`,
+with its SHA-256 in `ceilings.json.sha256`. Both are the judge's files (integrity.py): ceilings read
+from anything else would let a candidate raise them, and so switch the floor off."""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
 import time
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from .integrity import Untrusted, read_trusted, sha256, verify, warn, write_file
+from .locks import file_lock
+
+FILE = "ceilings.json"
+DIGEST_FILE = FILE + ".sha256"
+_LIMIT = 1 << 20
+_LOCK_S = 60.0  # the lock covers a read or a write of two small files
+
+
+def _lock(cache_dir: Path, shared: bool) -> AbstractContextManager[bool]:
+    # The file and its digest are written one after the other: a reader must not see one without the other.
+    return file_lock(cache_dir / "locks" / "ceilings.lock", _LOCK_S, shared=shared)
+
+
+def _read(cache_dir: Path) -> dict[str, Any]:
+    path = cache_dir / FILE
+    if not path.exists():
+        return {}
+    try:
+        digest = read_trusted(cache_dir / DIGEST_FILE, os.geteuid(), 128).decode(errors="replace").strip()
+        cached = json.loads(verify(path, os.geteuid(), digest, _LIMIT))
+        if not isinstance(cached, dict):
+            raise ValueError("not a JSON object")
+        return cached
+    except (Untrusted, ValueError) as e:
+        warn(f"the cached ceilings {path}", e)
+        return {}
+
+
+def cached_ceilings(cache_dir: Path) -> dict[str, Any]:
+    """The ceilings the judge recorded in `cache_dir`, by device key: {} where there are none, or where
+    the file is not the judge's (with a warning), so they are measured again."""
+    with _lock(cache_dir, shared=True):
+        return _read(cache_dir)
+
+
+def record_ceilings(cache_dir: Path, key: str, measured: dict[str, Any]) -> dict[str, Any]:
+    """Keep a measurement of the device `key`: the best of it and what the judge recorded (best_of).
+    Returns the ceilings kept."""
+    with _lock(cache_dir, shared=False):
+        cached = _read(cache_dir)
+        cached[key] = best_of(cached.get(key), measured)
+        data = json.dumps(cached, indent=1).encode()
+        write_file(cache_dir / FILE, data)
+        write_file(cache_dir / DIGEST_FILE, sha256(data).encode())
+        return cached[key]
 
 
 def _times_ms(fn: Any, device: torch.device, reps: int) -> list[float]:

@@ -7,6 +7,7 @@ candidate's outputs with them, seed by seed, without files (exchange.py, expecte
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,15 +19,17 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
 from ..tasks import Task
-from .ceilings import best_of
+from .builds import BuildBudget, BuildService, BuildTimeout
+from .ceilings import cached_ceilings, record_ceilings
 from .config import JudgeConfig
 from .device import check_device, describe_device
 from .expected import Facts
+from .integrity import make_dir
 from .locks import device_lock
 from .memory import MemoryBudget, memory_budget
 from .reference import JudgeFault, ReferenceData, ReferenceServer, TaskRunError
@@ -39,7 +42,7 @@ from .static import check_source
 from .timeouts import CommandTimeouts, command_timeouts
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "11"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions)
+JUDGE_VERSION = "11"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout
 
 
 # What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
@@ -119,8 +122,7 @@ class Judge:
         check_device(device)
         self.device = device
         self.device_index = device_index
-        self.cache_dir = Path(cache_dir).resolve()  # workers run in their own directories
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.cache_dir = make_dir(Path(cache_dir).resolve())  # workers run in their own directories
         self.config = config or JudgeConfig()
         self.build_jobs = build_jobs or max(1, (os.cpu_count() or 1))
         rng = secrets.SystemRandom()
@@ -142,6 +144,12 @@ class Judge:
         self._spare_target = spare_workers
         self._spares: list[WorkerProcess] = []
         self._spares_lock = threading.Lock()
+
+    @functools.cached_property
+    def builds(self) -> BuildService:
+        """Builds the candidates' extensions (first asked: a CUDA device's capability starts CUDA here)."""
+        return BuildService(self.cache_dir, self.device, self.device_index, self.build_jobs,
+                            describe_device(self.device, self.device_index).capability)
 
     # -- workers ------------------------------------------------------------------------
     def _worker(self) -> WorkerProcess:
@@ -179,6 +187,7 @@ class Judge:
             return w.call({
                 "op": "setup", "role": role, "device": self.device, "config": config.to_dict(), "dtype": dtype,
                 "atol": atol, "rtol": rtol, "init_seed": self.init_seed, "cache_dir": str(self.cache_dir),
+                "judge_uid": os.geteuid(), "capability": self.builds.capability,
                 "task_source": task.source if task else None, "sizes": task.sizes_for(self.device) if task else {},
             }, timeout=config.timeouts.setup)
 
@@ -365,22 +374,19 @@ class Judge:
 
     def ceilings(self, refresh: bool = False) -> dict[str, Any]:
         """Memory bandwidth and peak matmul rate of this device, measured once per machine (cached
-        on disk). The first evaluation measures them before it starts any worker, so the pool is
-        quiet: a ceiling measured under load would raise the floor and reject honest kernels.
+        on disk, believed only as the judge's own file: ceilings.py). The first evaluation measures them
+        before it starts any worker, so the pool is quiet: a ceiling measured under load would raise the
+        floor and reject honest kernels.
         `refresh` measures again and keeps the best of old and new (before any floor reject)."""
         with self._ceilings_lock:
             if self._ceilings is not None and not refresh:
                 return self._ceilings
-            path = self.cache_dir / "ceilings.json"
-            cached = json.loads(path.read_text()) if path.exists() else {}
             key = f"{self.device}|{describe_device(self.device, self.device_index).name}|{torch.__version__}"
-            if key not in cached or refresh:
+            ceilings = cached_ceilings(self.cache_dir).get(key)
+            if ceilings is None or refresh:
                 (a,) = self._trusted_call(None, [{"op": "ceilings"}], timed_ops={"ceilings"})
-                cached[key] = best_of(cached.get(key), a["ceilings"])
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(cached, indent=1))
-                tmp.replace(path)
-            self._ceilings = cached[key]
+                ceilings = record_ceilings(self.cache_dir, key, a["ceilings"])
+            self._ceilings = ceilings
             return self._ceilings
 
     def vet(self, task: Task, seeds: int = 3) -> dict[str, Any]:
@@ -475,6 +481,19 @@ class Judge:
             v.trusted_reference = ref.trusted
         v.env = {**ref.env, "judge_version": JUDGE_VERSION, "device_index": self.device_index, **v.env}
 
+    def _build_requests(self, w: WorkerProcess, cfg: JudgeConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """Answers the build requests of a candidate loading in `w`. Builds past the build timeout end the
+        load as the worker's own timeout does: the worker is killed."""
+        budget = BuildBudget(cfg.timeouts.build)
+
+        def answer(request: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return self.builds.answer(request, budget)
+            except BuildTimeout as e:
+                w.kill()
+                raise WorkerTimeout(str(e)) from None
+        return answer
+
     def _command(self, w: WorkerProcess, stage: StageResult, cmd: dict[str, Any], timeout: float, fail_status: Status,
                  alone: bool = False) -> dict[str, Any]:
         """One command of the candidate's worker as part of `stage`. A failure ends the evaluation with
@@ -539,7 +558,8 @@ class Judge:
         timeouts = cfg.timeouts
         t1 = time.perf_counter()
         try:
-            a = w.call({"op": "load", "candidate_source": source, "task_source": task.source}, timeout=timeouts.build + timeouts.load)
+            a = w.call({"op": "load", "candidate_source": source, "task_source": task.source}, timeout=timeouts.build + timeouts.load,
+                       on_request=self._build_requests(w, cfg))
         except WorkerDied as e:
             v.stages.append(StageResult("build", False, time.perf_counter() - t1, str(e)))
             if e.outside:

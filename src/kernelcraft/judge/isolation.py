@@ -215,7 +215,12 @@ def command(args: list[str], pol: Policy) -> tuple[list[str], dict[str, str]]:
 
 
 def hand_over(path: Path) -> None:
-    """Make `path` (a worker's new scratch directory) the worker user's."""
+    """Make `path` (a new scratch directory, with what the judge put in it) the worker user's."""
     uid, gid = isolation().uid, isolation().gid
-    if uid is not None:
-        os.chown(path, uid, gid if gid is not None else uid)
+    if uid is None:
+        return
+    gid = gid if gid is not None else uid
+    os.chown(path, uid, gid)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)

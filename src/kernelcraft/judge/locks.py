@@ -1,11 +1,13 @@
 """The per-device lock: file locks, so it holds across threads, processes and separate kernelcraft
 invocations on one machine. Timing (and profiling) hold it exclusively; the judge's other work on
 the device (computing outputs for correctness, making inputs) holds it shared, so nothing of the
-judge's runs on the device while a candidate is timed, and the rest still overlaps."""
+judge's runs on the device while a candidate is timed, and the rest still overlaps. `file_lock`: the
+same kind of lock on one shared file of the judge's (a build, the ceilings)."""
 
 from __future__ import annotations
 
 import fcntl
+import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -28,3 +30,26 @@ def device_lock(cache_dir: Path, device: str, index: int, *, shared: bool = Fals
         if shared:  # through the turnstile: let the next one in
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield
+
+
+@contextmanager
+def file_lock(path: Path, timeout: float, *, shared: bool = False) -> Iterator[bool]:
+    """Hold a lock on `path` (made if missing), exclusively or `shared`, waiting at most `timeout`
+    seconds; yields whether it was taken. A holder that never lets go (a judge stopped for hours)
+    must not stall every other judge: past the timeout the caller goes on without it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    with open(path, "a") as f:
+        while True:
+            try:
+                fcntl.flock(f, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.1)
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -7,7 +7,8 @@ torch.profiler, its kernels (CPU: operators) written to the spec's `out` as JSON
 of the candidate's extension binaries go to the spec's `binaries`.
 
 Like the worker, it imports only the standard library and torch (Triton when the candidate does);
-the candidate's extensions come from the judge's build cache, so nothing is compiled again."""
+the candidate's extensions come from the judge's build cache (built there by the candidate's verdict),
+so nothing is compiled again, and nothing is built here."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from torch.autograd import DeviceType
 
 from ..tasks import runtime
 from .buildcache import BuildRecorder
+from .device import describe_device
 from .kernel_profile import OWN_CODE
 
 WARMUP_CALLS = 2  # Triton compiles and autotunes in the first call; neither belongs in a profile
@@ -57,7 +59,9 @@ def main() -> None:
     dtype = runtime.torch_dtype(spec["dtype"])
     task = runtime.exec_module(spec["task_source"], "task.py", "kernelcraft_task", spec["sizes"])
     built: list[str] = []  # the extensions' shared objects: which kernels are the candidate's own (kernel_names.py)
-    BuildRecorder(Path(spec["cache_dir"]), lambda module, functions: built.append(getattr(module, "__file__", None) or "")).install()
+    # The judge's device is this process's device 0: the same capability, so the same build keys.
+    BuildRecorder(Path(spec["cache_dir"]), spec["judge_uid"], describe_device(spec["device"], 0).capability,
+                  lambda module, functions: built.append(getattr(module, "__file__", None) or ""), ask=None).install()
     candidate = runtime.exec_module(spec["candidate_source"], "candidate.py", "kernelcraft_candidate")
     Path(spec["binaries"]).write_text(json.dumps([b for b in built if b]))
     model = runtime.build_model(candidate.ModelNew, runtime.make_init_inputs(task), spec["seed"], device, dtype)

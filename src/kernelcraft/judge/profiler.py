@@ -2,10 +2,10 @@
 of it: Nsight Compute (ncu) where it runs, else the PyTorch profiler's kernel list (on the CPU, its
 operator list), with the reason ncu did not run.
 
-Each pass is a fresh process (profile_driver.py) in the sandbox's scrubbed environment and its own
-process group, killed whole on a timeout, holding the device lock alone: ncu replays every kernel
-many times, which nothing else on the device may overlap. The numbers are advice: a candidate that
-tampered with them in its own process gains nothing in any verdict."""
+Each pass is a fresh process (profile_driver.py) started as a worker is (sandbox.launch: the scrubbed
+environment, its own process group), killed whole on a timeout, holding the device lock alone: ncu
+replays every kernel many times, which nothing else on the device may overlap. The numbers are
+advice: a candidate that tampered with them in its own process gains nothing in any verdict."""
 
 from __future__ import annotations
 
@@ -21,13 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..tasks import Task
+from .buildstore import builds_dir
 from .config import JudgeConfig
 from .coverage import is_custom_kernel
 from .kernel_names import CompiledKernels
 from .kernel_profile import NCU, OWN_CODE, TORCH_PROFILER, KernelProfile, KernelRecord
 from .locks import device_lock
 from .nsight import errors, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
-from .sandbox import scrubbed_env
+from .sandbox import launch, scrubbed_env
 from .static import check_source
 
 _SEED = 1234  # inputs for a profile: any will do, and none of the judge's secret seeds
@@ -115,11 +116,12 @@ class KernelProfiler:
     def _compiled(self, scratch: Path) -> CompiledKernels:
         """The kernels compiled into the extensions the driver loaded: the candidate's own in any namespace.
         Only binaries in the judge's build cache are read: the list comes from the candidate's process."""
+        builds = builds_dir(self.cache_dir)
         compiled = CompiledKernels()
         listed = scratch / "binaries.json"
         for path in json.loads(listed.read_text()) if listed.is_file() else []:
             binary = Path(path).resolve()
-            if binary.is_file() and binary.is_relative_to(self.cache_dir):
+            if binary.is_file() and binary.is_relative_to(builds):
                 compiled.add_binary(binary)
         return compiled
 
@@ -128,6 +130,7 @@ class KernelProfiler:
         spec = {"mode": mode, "device": self.device, "dtype": task.meta.dtype, "task_source": task.source,
                 "sizes": task.sizes_for(self.device), "candidate_source": source, "seed": _SEED,
                 "threads": self.config.cpu_threads, "cache_dir": str(self.cache_dir), "out": str(scratch / "kernels.json"),
+                "judge_uid": os.geteuid(),
                 "binaries": str(scratch / "binaries.json")}
         (scratch / "spec.json").write_text(json.dumps(spec))
         return [sys.executable, "-m", "kernelcraft.judge.profile_driver", str(scratch / "spec.json")]
@@ -138,8 +141,7 @@ class KernelProfiler:
         env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, os.cpu_count() or 1)
         log = scratch / "output.log"
         with device_lock(self.cache_dir, self.device, self.device_index), open(log, "wb") as out:
-            proc = subprocess.Popen(argv, cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    process_group=0)
+            proc = launch(argv, scratch, env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
             try:
                 code: int | None = proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:

@@ -1,13 +1,15 @@
-"""Parent side of isolation: one fresh worker process per candidate (or trusted reference).
+"""Parent side of isolation: one fresh worker process per candidate (or trusted reference), and one
+builder process per extension a candidate asks the judge to build (builds.py). Both start confined
+in `launch_confined` (isolation.py: another user, namespaces, Landlock, isolated Python).
 
-The worker starts confined (isolation.py: another user, namespaces, Landlock, isolated Python), with
-its own scratch directory as cwd, HOME and build directory, a scrubbed environment (no API keys),
-its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which is killed whole
-on a timeout and when the worker is closed. Answers come on a private pipe, each carrying a nonce
-the candidate never sees in its output, so nothing the candidate prints can pose as the judge.
+The worker gets its own scratch directory as cwd, HOME and build directory, a scrubbed environment
+(no API keys), its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which
+is killed whole on a timeout and when the worker is closed. Answers come on a private pipe, each
+carrying a nonce the candidate never sees in its output, so nothing the candidate prints can pose as
+the judge.
 
-While one worker is timed (`hold_still`), every other worker of this process is stopped, with the
-compilers it runs: a neighbour's build or start-up slows a short call's host part several times over.
+While one worker is timed (`hold_still`), every other worker and builder of this process is stopped,
+with the compilers it runs: a neighbour's build or start-up slows a short call's host part several times over.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,8 +38,8 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
 
 
-_LIVE: set["WorkerProcess"] = set()  # workers not yet closed, so an interrupted run can kill them all
-_TIMED: set["WorkerProcess"] = set()  # workers being timed now: every other live worker is stopped
+_LIVE: set["ProcessGroup"] = set()  # workers (and builders) not yet closed, so an interrupted run can kill them all
+_TIMED: set["ProcessGroup"] = set()  # workers being timed now: every other live worker or builder is stopped
 _LIVE_LOCK = threading.Lock()
 
 
@@ -96,8 +97,9 @@ class WorkerDied(Exception):
 
 
 def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path, build_jobs: int) -> dict[str, str]:
-    """A worker's environment: nothing of the judge's but what it needs. Its compile caches are its
-    own (in `scratch`): a cache shared between candidates is a way for one to poison another's."""
+    """An untrusted process's environment: nothing of the judge's but what it needs. Its compile
+    caches are its own (in `scratch`): a cache shared between candidates is a way for one to poison
+    another's (the judge's build cache is shared, and only the judge writes it)."""
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
     src_root = str(Path(kernelcraft.__file__).resolve().parent.parent)
     env.update(
@@ -125,42 +127,43 @@ def _describe_exit(code: int | None) -> str:
     return f"the worker exited with code {code}"
 
 
-class WorkerProcess:
-    """A sandboxed worker; use as a context manager so its process group always dies."""
+def make_scratch(cache_dir: Path, prefix: str) -> Path:
+    """A fresh scratch directory for one untrusted process (a worker, a builder): its cwd, HOME and TMPDIR."""
+    root = cache_dir / "scratch"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
 
-    def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1) -> None:
-        scratch_root = cache_dir / "scratch"
-        scratch_root.mkdir(parents=True, exist_ok=True)
-        self.scratch = Path(tempfile.mkdtemp(prefix="w-", dir=scratch_root))
-        hand_over(self.scratch)
-        self.nonce = secrets.token_hex(16)
-        self.started = time.perf_counter()
-        read_fd, write_fd = os.pipe()
-        # A Unix socket to pass it other workers' memory files (a trusted worker comparing CPU outputs),
-        # and its own memory file, where its CPU outputs are handed over (exchange.py).
-        self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.memfd = os.memfd_create("kc-outputs", os.MFD_CLOEXEC)
+
+def launch(argv: list[str], scratch: Path, env: dict[str, str], **popen: Any) -> subprocess.Popen:
+    """Start a process of the judge's in `scratch` with `env` (scrubbed_env), in its own process group
+    (Ctrl-C in the terminal does not reach it, a kill reaches all it started) in the judge's session:
+    should the judge die while the group is stopped, the kernel continues and hangs up the orphaned
+    group, which stopped sessions never get."""
+    return subprocess.Popen(argv, cwd=scratch, env=env, process_group=0, **popen)
+
+
+def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
+                    **popen: Any) -> subprocess.Popen:
+    """Start an untrusted process, `python -m module args` as it were: a worker, or a builder compiling
+    a candidate's extension. The one place every such process starts, confined (isolation.py): it
+    writes only `scratch`, which becomes its user's, and reads of the judge's cache only the
+    published builds."""
+    warn_if_incomplete()
+    hand_over(scratch)
+    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(cache_dir / "builds",)))
+    return launch(argv, scratch, {**env, **confined_env}, **popen)
+
+
+class ProcessGroup:
+    """An untrusted process's group, live until `forget`: stopped while another worker is timed
+    (hold_still), killed whole by `kill` and when the judge exits."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
         self._killed = False  # by the judge: any other SIGKILL came from outside (the kernel, out of memory)
-        self._log = open(self.scratch / "worker.log", "wb")
-        warn_if_incomplete()
-        argv, confined_env = command([str(write_fd), str(child_socket.fileno()), str(self.memfd)],
-                                     policy("kernelcraft.judge.worker", self.scratch, cache_dir,
-                                            read=(cache_dir / "builds",)))
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.scratch,
-            env={**scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), **confined_env},
-            # Its own process group (Ctrl-C in the terminal does not reach it, a kill reaches all it
-            # started) in the judge's session: should the judge die while the group is stopped,
-            # the kernel continues and hangs up the orphaned group, which stopped sessions never get.
-            pass_fds=(write_fd, child_socket.fileno(), self.memfd), process_group=0,
-        )
-        os.close(write_fd)
-        child_socket.close()
-        self._fd = read_fd
-        self._worker_pid: int | None = None
-        self._buf = b""
         self._stopped_at: float | None = None
         self._stopped_s = 0.0
+        self._worker_pid: int | None = None
         with _LIVE_LOCK:
             _LIVE.add(self)
             if _TIMED:  # started while another worker is timed: it waits like the others
@@ -168,8 +171,8 @@ class WorkerProcess:
 
     @property
     def worker_pid(self) -> int:
-        """The worker's own process id: the child of `unshare` where the worker runs in namespaces
-        (the pid the parent started is unshare's), or that pid itself; 0 once it is gone."""
+        """The process's own id: the child of `unshare` where it runs in namespaces (the pid the judge
+        started is unshare's), or that pid itself; 0 once it is gone."""
         if self._worker_pid is None:
             try:
                 children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
@@ -182,12 +185,6 @@ class WorkerProcess:
             else:
                 self._worker_pid = self.proc.pid
         return self._worker_pid
-
-    def __enter__(self) -> "WorkerProcess":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def _signal(self, sig: int) -> None:
         try:
@@ -209,10 +206,79 @@ class WorkerProcess:
             self._stopped_at = None
 
     def stopped_s(self) -> float:
-        """Seconds this worker has spent stopped by hold_still, so far."""
+        """Seconds this group has spent stopped by hold_still, so far."""
         with _LIVE_LOCK:
             ongoing = time.monotonic() - self._stopped_at if self._stopped_at is not None else 0.0
             return self._stopped_s + ongoing
+
+    def kill(self) -> None:
+        self._killed = True
+        self._signal(signal.SIGKILL)  # a stopped process dies of it too
+        try:  # until it is gone: its device memory is free only then, and the next evaluation counts on it
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def forget(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+            _TIMED.discard(self)
+
+
+def run_untrusted(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
+                  timeout: float) -> tuple[int | None, float]:
+    """Run an untrusted command to its end (a builder): its exit code (None when it ran past `timeout`
+    seconds) and the seconds it ran, neither counting the time it was stopped while a worker was timed.
+    Its output goes to `scratch`/output.log; whatever it started is killed with it."""
+    started = time.monotonic()
+    with open(scratch / "output.log", "wb") as log:
+        group = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT))
+    try:
+        while True:
+            ran = time.monotonic() - started - group.stopped_s()
+            if ran >= timeout:
+                return None, ran
+            try:
+                code = group.proc.wait(timeout=min(timeout - ran, 1.0))
+                return code, time.monotonic() - started - group.stopped_s()
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        group.kill()
+        group.forget()
+
+
+class WorkerProcess(ProcessGroup):
+    """A sandboxed worker; use as a context manager so its process group always dies."""
+
+    def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1) -> None:
+        self.scratch = make_scratch(cache_dir, "w-")
+        self.nonce = secrets.token_hex(16)
+        self.started = time.perf_counter()
+        read_fd, write_fd = os.pipe()
+        # A Unix socket to pass it other workers' memory files (a trusted worker comparing CPU outputs),
+        # and its own memory file, where its CPU outputs are handed over (exchange.py).
+        self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.memfd = os.memfd_create("kc-outputs", os.MFD_CLOEXEC)
+        self._log = open(self.scratch / "worker.log", "wb")
+        proc = launch_confined(
+            "kernelcraft.judge.worker", [str(write_fd), str(child_socket.fileno()), str(self.memfd)],
+            self.scratch, scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), cache_dir,
+            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd, child_socket.fileno(), self.memfd),
+        )
+        os.close(write_fd)
+        child_socket.close()
+        self._fd = read_fd
+        self._buf = b""
+        super().__init__(proc)
+
+    def __enter__(self) -> "WorkerProcess":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def log_tail(self, n: int = 2000) -> str:
         try:
@@ -286,14 +352,6 @@ class WorkerProcess:
         """Pass a file descriptor to the worker (it receives it with exchange.receive_fd)."""
         socket.send_fds(self._fd_socket, [b"f"], [fd])
 
-    def kill(self) -> None:
-        self._killed = True
-        self._signal(signal.SIGKILL)  # a stopped process dies of it too
-        try:  # until it is gone: its device memory is free only then, and the next evaluation counts on it
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-
     def close(self) -> None:
         with _LIVE_LOCK:
             stopped = self._stopped_at is not None  # it would answer only after the measurement
@@ -315,6 +373,4 @@ class WorkerProcess:
                 pass
         self._fd_socket.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-            _TIMED.discard(self)
+        self.forget()

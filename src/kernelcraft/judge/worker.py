@@ -5,9 +5,10 @@ Imports only the standard library, torch, numpy and triton (the last two only wh
 does), so it runs on a bare GPU machine. Roles:
 - reference (trusted): reference outputs for the secret seeds, FLOPs and bytes, timing alone,
   eager vs torch.compile baselines, device ceilings.
-- candidate: build and load the candidate, run it on the secret seeds (outputs go to files the
-  parent compares), ABAB timing against the reference with spot checks, then the profiled calls
-  (last: the profiler leaves CUPTI attached to the process, which slows every later call).
+- candidate: load the candidate (the judge builds its extensions, at its request: builds.py), run
+  it on the secret seeds (outputs go to files the parent compares), ABAB timing against the
+  reference with spot checks, then the profiled calls (last: the profiler leaves CUPTI attached to
+  the process, which slows every later call).
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class Worker:
         self.atol, self.rtol = cmd["atol"], cmd["rtol"]
         self.init_seed = cmd["init_seed"]
         self.cache_root = Path(cmd["cache_dir"])
+        self.judge_uid = int(cmd["judge_uid"])  # the shared caches' files are the judge's user's (integrity.py)
+        self.capability = str(cmd["capability"])
         if cmd.get("task_source") is None:
             return {"ok": True}
         judge_write(TASK_FILE, cmd["task_source"])
@@ -323,10 +326,18 @@ class Worker:
 
     # -- candidate -----------------------------------------------------------------------
     def op_load(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        source = cmd["candidate_source"]
-        judge_write(CANDIDATE_FILE, source)
-        recorder = BuildRecorder(self.cache_root, self.counter.instrument_extension)
+        judge_write(CANDIDATE_FILE, cmd["candidate_source"])
+        # Extensions are built while the candidate loads, by the judge, at the candidate's request.
+        ask = (lambda arguments: self.channel.ask("build", arguments=arguments)) if self.channel is not None else None
+        recorder = BuildRecorder(self.cache_root, self.judge_uid, self.capability, self.counter.instrument_extension, ask)
         recorder.install()
+        try:
+            return self._load(cmd, recorder)
+        finally:
+            recorder.ask = None
+
+    def _load(self, cmd: dict[str, Any], recorder: BuildRecorder) -> dict[str, Any]:
+        source = cmd["candidate_source"]
         has_triton = "triton" in source
         if has_triton:
             self.counter.instrument_triton()

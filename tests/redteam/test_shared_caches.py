@@ -1,0 +1,57 @@
+"""Class 29, judge state tampering, against the caches the judge shares between evaluations: the device
+ceilings and the build cache. The attackers (29_*.py) run with static checks off, each in a judge of
+its own cache, so a defence that fails harms no other test; what is checked is the next evaluation,
+not the attacker's own verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kernelcraft.judge import Judge, Status
+from kernelcraft.tasks import load_task_file
+
+from ..conftest import FAST
+from .cases import CANDIDATES_DIR, NO_STATIC, TASKS_DIR
+
+RELU = TASKS_DIR / "relu.py"
+UNCHECKED = FAST.with_overrides(NO_STATIC)
+
+
+def _source(name: str) -> str:
+    return (CANDIDATES_DIR / name).read_text()
+
+
+def test_inflated_ceilings_do_not_switch_the_floor_off(tmp_path: Path) -> None:
+    task = load_task_file(RELU)
+    judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
+    true = judge.ceilings()["bandwidth_bytes_per_s"]
+    judge.evaluate(task, _source("29_inflate_ceilings.py"), config=UNCHECKED)
+    planted = json.loads((tmp_path / "ceilings.json").read_text())
+    assert all(c["bandwidth_bytes_per_s"] == 1e30 for c in planted.values()), "the attack did not run"
+
+    # The next judge of this cache (another run, another pytest-xdist process) measures again.
+    after = Judge("cpu", cache_dir=tmp_path, config=FAST).evaluate(task, _source("honest_relu_triton.py"))
+    assert after.status is Status.CORRECT, after.message
+    assert after.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] < 1e3 * true
+    # This judge's own second look (before a floor reject) ignores the planted file too.
+    assert judge.ceilings(refresh=True)["bandwidth_bytes_per_s"] < 1e3 * true
+
+
+def test_a_planted_failed_build_does_not_poison_another_candidates_build(tmp_path: Path) -> None:
+    task = load_task_file(RELU)
+    judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
+    judge.evaluate(task, _source("29_plant_failed_build.py"), config=UNCHECKED)
+    planted = {p.parent.name for p in (tmp_path / "builds").glob("kc_*/failed.log")}
+    assert planted, "the attack did not run"
+
+    # Planted before the honest candidate's first build: the judge builds it all the same.
+    honest = judge.evaluate(task, _source("honest_relu_cpp.py"))
+    assert honest.status is Status.CORRECT, honest.message
+    assert {f"kc_{k}" for k in honest.stage("build").details["keys"]} == planted, "the attack missed its target"
+
+    # Planted again into the published build: it is loaded from the cache, as the judge published it.
+    judge.evaluate(task, _source("29_plant_failed_build.py"), config=UNCHECKED)
+    assert all((tmp_path / "builds" / name / "failed.log").is_file() for name in planted)
+    again = judge.evaluate(task, _source("honest_relu_cpp.py"))
+    assert again.status is Status.CORRECT, again.message
