@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from kernelcraft.judge import Judge, Status
+from kernelcraft.judge.isolation import isolation
 from kernelcraft.tasks import load_task_file
 
 from ..conftest import FAST
@@ -28,7 +29,10 @@ def test_inflated_ceilings_do_not_switch_the_floor_off(tmp_path: Path) -> None:
     true = judge.ceilings()["bandwidth_bytes_per_s"]
     judge.evaluate(task, _source("29_inflate_ceilings.py"), config=UNCHECKED)
     planted = json.loads((tmp_path / "ceilings.json").read_text())
-    assert all(c["bandwidth_bytes_per_s"] == 1e30 for c in planted.values()), "the attack did not run"
+    inflated = all(c["bandwidth_bytes_per_s"] == 1e30 for c in planted.values())
+    # Under the sandbox the write never lands; without it, the judge's record of the file catches it.
+    assert inflated is not isolation().complete, "the sandbox let the candidate write the ceilings" if inflated else \
+        "the attack did not run"
 
     # The next judge of this cache (another run, another pytest-xdist process) measures again.
     after = Judge("cpu", cache_dir=tmp_path, config=FAST).evaluate(task, _source("honest_relu_triton.py"))
@@ -43,12 +47,15 @@ def test_a_planted_failed_build_does_not_poison_another_candidates_build(tmp_pat
     judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
     judge.evaluate(task, _source("29_plant_failed_build.py"), config=UNCHECKED)
     planted = {p.parent.name for p in (tmp_path / "builds").glob("kc_*/failed.log")}
-    assert planted, "the attack did not run"
+    # Under the sandbox the write never lands; without it, the judge's record of the cache catches it.
+    assert bool(planted) is not isolation().complete, "the sandbox let the candidate write the build cache" \
+        if planted else "the attack did not run"
 
     # Planted before the honest candidate's first build: the judge builds it all the same.
     honest = judge.evaluate(task, _source("honest_relu_cpp.py"))
     assert honest.status is Status.CORRECT, honest.message
-    assert {f"kc_{k}" for k in honest.stage("build").details["keys"]} == planted, "the attack missed its target"
+    if planted:
+        assert {f"kc_{k}" for k in honest.stage("build").details["keys"]} == planted, "the attack missed its target"
 
     # Planted again into the published build: it is loaded from the cache, as the judge published it.
     judge.evaluate(task, _source("29_plant_failed_build.py"), config=UNCHECKED)
