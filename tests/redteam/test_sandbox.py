@@ -17,6 +17,7 @@ import pytest
 
 from kernelcraft.judge import Judge, Status
 from kernelcraft.judge.isolation import isolation
+from kernelcraft.judge.sandbox import WorkerProcess
 from kernelcraft.store import Store
 from kernelcraft.tasks import Task, load_task_file, task_from_source
 
@@ -130,6 +131,23 @@ def test_a_daemon_dies_with_its_evaluation(cpu_judge: Judge, kill_daemons: None)
     deadline = time.monotonic() + 10
     while daemons() and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert daemons() == []
+
+
+def test_outside_a_pid_namespace_a_daemon_dies_with_its_worker(tmp_path: Path, kill_daemons: None) -> None:
+    """As a CUDA worker runs (CUDA IPC needs the trusted worker's PID namespace): the daemon, in a
+    session of its own, comes to the judge as its subreaper and is killed when the worker closes."""
+    with WorkerProcess("cpu", 0, tmp_path, pid_namespace=False) as w:
+        task = relu()
+        answer = w.call({"op": "setup", "role": "candidate", "device": "cpu", "config": RUNTIME.to_dict(), "dtype": "float32",
+                         "atol": 1e-4, "rtol": 1e-4, "init_seed": 0, "cache_dir": str(tmp_path), "judge_uid": os.geteuid(),
+                         "capability": "", "task_source": task.source, "sizes": {}}, timeout=120)
+        assert answer["ok"], answer
+        w.call({"op": "load", "candidate_source": candidate("29_daemon.py"), "task_source": task.source}, timeout=120)
+        deadline = time.monotonic() + 20
+        while not daemons() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert daemons(), "the daemon did not start"
     assert daemons() == []
 
 

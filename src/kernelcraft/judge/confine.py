@@ -25,6 +25,7 @@ BOOT = (f"import json,os,sys;sys.path[:]=json.loads(os.environ['{ENV}'])['sys_pa
         "from kernelcraft.judge.confine import main;main()")
 _MS_NOSUID, _MS_NODEV = 2, 4
 _PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
 _CAPABILITY_VERSION_3 = 0x20080522
 
 
@@ -79,6 +80,11 @@ def apply(policy: Policy) -> None:
             os.setresuid(policy.uid, policy.uid, policy.uid)
         elif policy.drop_capabilities:
             _drop_capabilities()
+    # Marks every process of the sandbox for good (sandbox.kill_leftovers), and no set-user-id program
+    # gives any of them privileges back.
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     if policy.landlock:
         # Its own /proc entry: the CUDA driver writes there as it starts (cudaGetDeviceCount fails with
         # "OS call failed" otherwise, on H100 machines).

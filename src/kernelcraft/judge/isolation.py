@@ -59,7 +59,7 @@ class Isolation:
 
     def describe(self) -> str:
         parts = [f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "no Landlock",
-                 "namespaces (net, pid, mount, ipc)" if self.namespaces else "no namespaces",
+                 "namespaces (net, mount, ipc; pid on the CPU)" if self.namespaces else "no namespaces",
                  f"user {self.uid}" if self.uid is not None else
                  f"root without capabilities ({self.root_only} is closed to other users)" if self.root_only else
                  f"the judge's user {os.geteuid()}"]
@@ -208,10 +208,16 @@ def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] =
                   drop_capabilities=iso.enabled and iso.uid is None)
 
 
-def command(args: list[str], pol: Policy) -> tuple[list[str], dict[str, str]]:
-    """The argv a worker starts with, and what to add to its environment."""
-    return [*(["unshare", *isolation().namespaces] if isolation().namespaces else []),
-            sys.executable, "-I", "-S", "-c", BOOT, *args], {ENV: pol.to_env()}
+_PID_NAMESPACE = ("--pid", "--fork", "--kill-child", "--mount-proc")
+
+
+def command(args: list[str], pol: Policy, pid_namespace: bool = True) -> tuple[list[str], dict[str, str]]:
+    """The argv a worker starts with, and what to add to its environment. Without `pid_namespace`
+    (a CUDA worker: CUDA IPC, which hands outputs to the trusted worker, fails with "invalid device
+    context" across PID namespaces) the worker is the process started, and what it leaves behind
+    comes to the judge (sandbox.kill_leftovers)."""
+    flags = [f for f in isolation().namespaces if pid_namespace or f not in _PID_NAMESPACE]
+    return [*(["unshare", *flags] if flags else []), sys.executable, "-I", "-S", "-c", BOOT, *args], {ENV: pol.to_env()}
 
 
 def hand_over(path: Path) -> None:

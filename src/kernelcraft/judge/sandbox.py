@@ -15,6 +15,8 @@ with the compilers it runs: a neighbour's build or start-up slows a short call's
 from __future__ import annotations
 
 import atexit
+import ctypes
+import functools
 import json
 import os
 import secrets
@@ -32,12 +34,14 @@ from typing import Any, Callable, Iterator
 
 import kernelcraft
 
-from .isolation import command, hand_over, isolation, policy, warn_if_incomplete
+from .integrity import make_dir
+from .isolation import command, hand_over, policy, warn_if_incomplete
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
 
 
+_PR_SET_CHILD_SUBREAPER = 36
 _LIVE: set["ProcessGroup"] = set()  # workers (and builders) not yet closed, so an interrupted run can kill them all
 _TIMED: set["ProcessGroup"] = set()  # workers being timed now: every other live worker or builder is stopped
 _LIVE_LOCK = threading.Lock()
@@ -143,15 +147,57 @@ def launch(argv: list[str], scratch: Path, env: dict[str, str], **popen: Any) ->
 
 
 def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
-                    **popen: Any) -> subprocess.Popen:
+                    pid_namespace: bool = True, **popen: Any) -> subprocess.Popen:
     """Start an untrusted process, `python -m module args` as it were: a worker, or a builder compiling
     a candidate's extension. The one place every such process starts, confined (isolation.py): it
     writes only `scratch`, which becomes its user's, and reads of the judge's cache only the
-    published builds."""
+    published builds. Without `pid_namespace`, what it leaves running comes to the judge, which kills it."""
     warn_if_incomplete()
     hand_over(scratch)
-    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(cache_dir / "builds",)))
+    if not pid_namespace:
+        _become_subreaper()
+    # Made now if new: a worker may read only what exists as it starts, and the judge publishes later.
+    builds = make_dir(cache_dir / "builds")
+    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds,)), pid_namespace)
     return launch(argv, scratch, {**env, **confined_env}, **popen)
+
+
+@functools.cache
+def _become_subreaper() -> None:
+    """Orphans of this process's descendants come to it, not to init: a confined process's daemon,
+    in a session of its own, stays within reach (kill_leftovers)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def kill_leftovers() -> None:
+    """Kill (and reap) what confined processes left running that came to this process as their
+    subreaper: children of this process that carry the sandbox's mark (no_new_privs, which no process
+    can clear) and are no live worker or builder of its own."""
+    me = os.getpid()
+    for _ in range(50):
+        with _LIVE_LOCK:
+            live = {g.proc.pid for g in _LIVE}
+        found = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) in live:
+                continue
+            try:
+                stat_line = Path(f"/proc/{entry.name}/stat").read_text()
+                if int(stat_line.rsplit(")", 1)[1].split()[1]) != me:
+                    continue
+                marked = "\nNoNewPrivs:\t1" in Path(f"/proc/{entry.name}/status").read_text()
+            except (OSError, ValueError, IndexError):
+                continue
+            if marked:
+                found.append(int(entry.name))
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
 
 
 class ProcessGroup:
@@ -178,7 +224,7 @@ class ProcessGroup:
                 children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
             except OSError:
                 return 0
-            if isolation().namespaces:
+            if "--fork" in self.proc.args:
                 if not children:
                     return 0
                 self._worker_pid = int(children[0])
@@ -252,7 +298,10 @@ def run_untrusted(module: str, args: list[str], scratch: Path, env: dict[str, st
 class WorkerProcess(ProcessGroup):
     """A sandboxed worker; use as a context manager so its process group always dies."""
 
-    def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1) -> None:
+    def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1,
+                 pid_namespace: bool | None = None) -> None:
+        """`pid_namespace`: whether the worker gets a PID namespace of its own; by default on the CPU only
+        (isolation.command says why)."""
         self.scratch = make_scratch(cache_dir, "w-")
         self.nonce = secrets.token_hex(16)
         self.started = time.perf_counter()
@@ -265,6 +314,7 @@ class WorkerProcess(ProcessGroup):
         proc = launch_confined(
             "kernelcraft.judge.worker", [str(write_fd), str(child_socket.fileno()), str(self.memfd)],
             self.scratch, scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), cache_dir,
+            pid_namespace=device != "cuda" if pid_namespace is None else pid_namespace,
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
             pass_fds=(write_fd, child_socket.fileno(), self.memfd),
         )
@@ -361,6 +411,7 @@ class WorkerProcess(ProcessGroup):
             except (WorkerTimeout, WorkerDied, OSError, ValueError):
                 pass
         self.kill()  # the whole group: whatever the candidate started dies with it
+        kill_leftovers()  # and what it started in sessions of their own (outside a PID namespace)
         for f in (self.proc.stdin, self._log):
             try:
                 f.close()
