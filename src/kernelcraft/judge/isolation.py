@@ -189,8 +189,10 @@ def _readable(paths: list[str], cache_dir: Path) -> list[str]:
     return out
 
 
-def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] = ()) -> Policy:
-    """The policy of a worker running `module` in `scratch`: `read` adds paths it may read."""
+def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] = (), pid_namespace: bool = True) -> Policy:
+    """The policy of a worker running `module` in `scratch`: `read` adds paths it may read. Without
+    `pid_namespace` (a CUDA worker) it shares /dev/shm, where PyTorch's CUDA IPC keeps the reference
+    counts of the outputs it hands to the trusted worker."""
     iso = isolation()
     cache_dir = cache_dir.resolve()
     sys_path = _module_path(cache_dir)
@@ -201,9 +203,9 @@ def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] =
     # Inside the cache: what the parent hands over, never the cache as a whole.
     readable += [str(p) for p in read if p.exists()]
     files = {f: landlock.READ_FILE | landlock.WRITE_FILE for pattern in _DEVICE_FILES for f in glob.glob(pattern)}
-    private_shm = bool(iso.namespaces)
+    private_shm = bool(iso.namespaces) and pid_namespace
     return Policy(module=module, sys_path=sys_path, read=readable,
-                  write=[str(scratch)] + (["/dev/shm"] if private_shm else []), files=files,
+                  write=[str(scratch)] + (["/dev/shm"] if private_shm or not pid_namespace else []), files=files,
                   uid=iso.uid, gid=iso.gid, private_shm=private_shm, landlock=iso.landlock_abi >= 1,
                   drop_capabilities=iso.enabled and iso.uid is None)
 
@@ -217,6 +219,8 @@ def command(args: list[str], pol: Policy, pid_namespace: bool = True) -> tuple[l
     context" across PID namespaces) the worker is the process started, and what it leaves behind
     comes to the judge (sandbox.kill_leftovers)."""
     flags = [f for f in isolation().namespaces if pid_namespace or f not in _PID_NAMESPACE]
+    if pol.private_shm and "--mount" not in flags and "--mount-proc" not in flags:
+        flags.append("--mount")  # never mount over the machine's own /dev/shm
     return [*(["unshare", *flags] if flags else []), sys.executable, "-I", "-S", "-c", BOOT, *args], {ENV: pol.to_env()}
 
 

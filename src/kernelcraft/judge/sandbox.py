@@ -158,7 +158,8 @@ def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, 
         _become_subreaper()
     # Made now if new: a worker may read only what exists as it starts, and the judge publishes later.
     builds = make_dir(cache_dir / "builds")
-    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds,)), pid_namespace)
+    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds,), pid_namespace=pid_namespace),
+                                 pid_namespace)
     return launch(argv, scratch, {**env, **confined_env}, **popen)
 
 
