@@ -78,6 +78,27 @@ def hold_still(timed: "WorkerProcess") -> Iterator[None]:
                     w._cont()
 
 
+@contextmanager
+def awake(w: "WorkerProcess") -> Iterator[None]:
+    """`w` runs while a measurement holds the others still (the trusted worker, for a spot check the
+    timed worker waits on), and is stopped again after if a measurement still does."""
+    with _LIVE_LOCK:
+        added = w not in _TIMED
+        _TIMED.add(w)
+        w._cont()
+    try:
+        yield
+    finally:
+        with _LIVE_LOCK:
+            if added:
+                _TIMED.discard(w)
+                if _TIMED:
+                    w._stop()
+                else:  # every measurement ended meanwhile: all go on, as hold_still leaves them
+                    for other in _LIVE:
+                        other._cont()
+
+
 class WorkerTimeout(Exception):
     pass
 
