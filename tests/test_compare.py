@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from kernelcraft.judge.compare import compare_outputs, compare_tensors
+from kernelcraft.judge.compare import compare_outputs, compare_tensors, within_tolerance
 
 
 def test_every_element_is_compared_and_the_worst_is_located() -> None:
@@ -50,3 +51,14 @@ def test_large_tensors_are_compared_in_chunks() -> None:
     got[-1] = 1.0
     m = compare_tensors(got, ref, 1e-4, 1e-4)
     assert m.bad == 1 and m.worst_index == [(1 << 24) + 4]
+
+
+@pytest.mark.parametrize(("got", "expected"), [
+    (float("nan"), float("nan")), (float("inf"), float("inf")), (-float("inf"), float("inf")), (1.0, float("nan")),
+    (float("nan"), 1.0), (1.0002, 1.0), (1.0001, 1.0), (5.0, float("inf")), (0.0, 1e-4), (100.0099, 100.0), (100.0102, 100.0),
+])
+def test_the_quick_yes_of_a_spot_check_agrees_with_the_full_comparison(got: float, expected: float) -> None:
+    g, e = torch.tensor([got, 0.5]), torch.tensor([expected, 0.5])
+    assert within_tolerance(g, e, 1e-4, 1e-4) == compare_tensors(g, e, 1e-4, 1e-4).ok
+    assert within_tolerance(g.half(), e.half(), 1e-2, 1e-2) == compare_tensors(g.half(), e.half(), 1e-2, 1e-2).ok
+    assert not within_tolerance(g, e.double(), 1e-4, 1e-4) and not within_tolerance(g, e[:1], 1e-4, 1e-4)

@@ -153,6 +153,8 @@ def test_timeouts_scale_with_the_reference_between_a_floor_and_the_stage_limit()
     fast = command_timeouts(cfg, Facts(call_s=0.003, input_s=0.001, cached=True), triton=False, cpu=False)
     assert fast.scaled and cfg.timeouts.floor < fast.run_seed < 2 * cfg.timeouts.floor
     assert fast.first_call == fast.run_seed and fast.timing < 60 and fast.profile < cfg.timeouts.profile
+    # A spot check makes its round's inputs and runs the reference, whatever the trusted worker holds.
+    assert fast.compare == cfg.timeouts.floor < fast.spot_check < 2 * cfg.timeouts.floor
     slow = command_timeouts(cfg, Facts(call_s=30.0, input_s=1.0), triton=False, cpu=False)
     assert slow.run_seed == cfg.timeouts.correctness and slow.timing == cfg.timeouts.timing
     jit = command_timeouts(cfg, Facts(call_s=0.003, input_s=0.001), triton=True, cpu=False)

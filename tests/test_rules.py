@@ -26,7 +26,7 @@ def _system(config: JudgeConfig, device: str = "cuda") -> str:
 def test_the_prompts_state_the_judges_rules_with_the_numbers_of_its_configuration() -> None:
     system = _system(CONFIG)
     for said in ("7 secret input seeds", "atol=3e-05", "rtol=0.0007", "computed in float64", "at most 3.5 times the float32",
-                 "outputs of 4 timed calls", "at least 2.5% either way", "fresh inputs every call", "the cache flushed",
+                 "about 4 timed calls, drawn at random", "at least 2.5% either way", "fresh inputs every call", "the cache flushed",
                  "at least 65% of the forward's time", "take 5% of the forward's time or less"):
         assert said in system, said
     default = _system(JudgeConfig())

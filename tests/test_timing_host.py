@@ -1,6 +1,7 @@
 """The host side of a measurement: while one worker is timed, the judge's other workers (and whatever
-they run) are stopped, their calls' timeouts not counting the stopped time; the timed rounds run
-pinned to the CPU where the host probe is fastest, and move when it slows."""
+they run) are stopped, their calls' timeouts not counting the stopped time, but for the trusted worker
+while it checks a timed call; the timed rounds run pinned to the CPU where the host probe is fastest,
+and move when it slows, and so does every other call of the candidate's."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import Judge, Status
-from kernelcraft.judge.sandbox import WorkerProcess, hold_still, live_worker_pids
-from kernelcraft.judge.timing import FastCpu
+from kernelcraft.judge.sandbox import WorkerProcess, awake, hold_still, live_worker_pids
+from kernelcraft.judge.timing import FastCpu, pinned
 from kernelcraft.tasks import resolve_task
 
 from .conftest import FAST
@@ -55,6 +56,22 @@ def test_the_others_stop_while_one_is_timed_and_go_on_after(tmp_path: Path) -> N
             assert other.stopped_s() >= 1.5
         caller.join(10)
         assert answers == [{"ok": True, "nonce": other.nonce}]
+        assert state(timed.proc.pid) != "T"
+
+
+def test_the_trusted_worker_runs_for_a_check_in_a_measurement_and_stops_again_after(tmp_path: Path) -> None:
+    judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
+    timed, trusted = judge._new_worker(), judge._new_worker()
+    with timed, trusted:
+        for w in (timed, trusted):
+            assert judge._setup(w, "reference", None, judge.config)["ok"]
+        with hold_still(timed):
+            assert stopped(trusted.proc.pid)
+            with awake(trusted):
+                assert trusted.call({"op": "release"}, timeout=10)["ok"]  # it answers, the others stay stopped
+            assert stopped(trusted.proc.pid)
+        with awake(timed):  # no measurement: nothing to stop after
+            pass
         assert state(timed.proc.pid) != "T"
 
 
@@ -114,3 +131,28 @@ def test_a_verdict_says_which_cpus_its_rounds_ran_on(tmp_path: Path) -> None:
     assert v.status is Status.CORRECT, v.message
     cpus = v.stage("timing").details["cpus"]
     assert cpus and set(cpus) <= os.sched_getaffinity(0)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to choose from")
+def test_one_thread_pinned_hands_its_cpus_back_to_the_threads_it_started() -> None:
+    allowed = os.sched_getaffinity(0)
+    started: list[int] = []
+    with pinned(FAST.timing, cuda=True) as pin:  # the calling thread alone, as on a GPU
+        assert os.sched_getaffinity(0) == set(pin.picked)
+        t = threading.Thread(target=lambda: (started.append(threading.get_native_id()), time.sleep(0.5)))
+        t.start()
+        while not started:
+            time.sleep(0.001)
+        assert os.sched_getaffinity(started[0]) == set(pin.picked)  # it took the pinned thread's CPU
+    assert os.sched_getaffinity(0) == allowed and os.sched_getaffinity(started[0]) == allowed
+    t.join()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to choose from")
+def test_every_call_of_the_candidates_runs_pinned_so_its_affinity_tells_it_nothing(cpu_judge: Judge) -> None:
+    """A candidate that fails wherever it runs on every CPU (as correctness calls did, and a timing's
+    warm-up): pinned like the timed rounds everywhere, it never does."""
+    task = resolve_task("leaky_relu_clamp").with_sizes("cpu", {"N": 65536})
+    source = triton_candidate(forward=f"import os; assert len(os.sched_getaffinity(0)) < {len(os.sched_getaffinity(0))}, 'unpinned'")
+    v = cpu_judge.evaluate(task, source, config=FAST.with_overrides({"static_checks": False}))
+    assert v.status is Status.CORRECT, v.message

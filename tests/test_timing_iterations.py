@@ -3,14 +3,13 @@ the first call cost."""
 
 from __future__ import annotations
 
-import random
 import time
 from typing import Any
 
 import torch
 
 from kernelcraft.judge.config import TimingConfig
-from kernelcraft.judge.timing import Clock, run_interleaved
+from kernelcraft.judge.timing import Clock, local_rounds, run_interleaved
 
 
 def _sleeper(first_s: float, then_s: float) -> Any:
@@ -29,7 +28,7 @@ def test_a_slow_first_call_does_not_cut_the_iterations() -> None:
     cfg = TimingConfig(warmup_ms=5.0, warmup_calls=3, min_iters=5, max_iters=300, target_ms=60.0, spot_checks=0,
                        cpu_flush_bytes=1 << 16, fast_cpu=False)
     sides = [("reference", _sleeper(0.001, 0.001)), ("candidate", _sleeper(0.3, 0.001))]
-    samples, _ = run_interleaved(sides, [[torch.zeros(4)]], Clock(torch.device("cpu"), cfg), cfg, random.Random(0),
-                                 lambda *_: None)
+    samples = run_interleaved(sides, [[torch.zeros(4)]], Clock(torch.device("cpu"), cfg), cfg, local_rounds(1),
+                              lambda *_: None)
     assert 20 <= len(samples["candidate"]) <= 60, len(samples["candidate"])
     assert len(samples["reference"]) == len(samples["candidate"])

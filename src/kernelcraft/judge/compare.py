@@ -1,5 +1,5 @@
-"""Full-tensor comparison of outputs. Used by the parent (trusted outputs, on the judge's device)
-and, for timing spot checks, inside the worker; imports only torch."""
+"""Full-tensor comparison of outputs, in the task's trusted worker (correctness seeds and timing spot
+checks) and, for the second-shape flag, in the candidate's worker; imports only torch."""
 
 from __future__ import annotations
 
@@ -110,6 +110,21 @@ def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol
     res.rel_l2 = (diff_sq ** 0.5) / (ref_sq ** 0.5) if ref_sq > 0 else (0.0 if diff_sq == 0 else float("inf"))
     res.ok = res.bad == 0
     return res
+
+
+def within_tolerance(got: Any, expected: Any, atol: float, rtol: float) -> bool:
+    """Whether tensor `got` passes `compare_tensors` against `expected`, without its statistics: a spot
+    check's quick yes (a fifth of the time); a no is described by `compare_tensors`."""
+    if not isinstance(got, torch.Tensor) or not isinstance(expected, torch.Tensor) \
+            or got.shape != expected.shape or got.dtype != expected.dtype:
+        return False
+    work = torch.float64 if expected.dtype == torch.float64 else torch.float32
+    g, e = got.detach().reshape(-1), expected.detach().reshape(-1)
+    for start in range(0, e.numel(), _CHUNK):
+        gc, ec = g[start:start + _CHUNK].to(e.device, work), e[start:start + _CHUNK].to(work)
+        if not bool(torch.isclose(gc, ec, rtol=rtol, atol=atol, equal_nan=True).all()):
+            return False
+    return True
 
 
 def compare_with_truth(got: torch.Tensor, ref: torch.Tensor, truth: torch.Tensor, atol: float, rtol: float, k: float,

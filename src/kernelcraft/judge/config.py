@@ -6,7 +6,7 @@ The worker process receives this as JSON, so it stays a plain dataclass (no pyda
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 # Per-dtype tolerance (atol = rtol), as KernelBench uses today.
@@ -46,7 +46,11 @@ class TimingConfig:
     trusted_target_ms: float = 100.0
     input_sets: int = 3  # rotating input sets, generated outside the timed region
     fresh_inputs: bool = True  # roll every timed input so no two iterations see the same contents
-    spot_checks: int = 3  # timed iterations whose outputs are compared with the reference's
+    # Timed rounds whose outputs the task's trusted worker checks, on average: the judge checks each round with
+    # probability spot_checks / rounds, drawn after the candidate's call returned (rounds.py). A candidate wrong
+    # on half the rounds or more (as it must be to move the median) goes unseen with probability
+    # (1 - spot_checks / rounds) ** (rounds / 2) < exp(-spot_checks / 2): under 0.7% at 10.
+    spot_checks: int = 10
     flush_bytes: int = 256 * 1024 * 1024  # L2 flush buffer on cuda
     cpu_flush_bytes: int = 32 * 1024 * 1024
     min_noise: float = 0.01  # a speedup within max(noise, this) of 1.0 is reported as none
@@ -67,6 +71,12 @@ class TimingConfig:
     server: bool = False
     server_qps: float = 200.0
     server_max_iters: int = 100
+
+    def for_scenario(self, scenario: str | None) -> "TimingConfig":
+        """These settings for a scenario: offline as they are, "server" under its own cap on rounds."""
+        if scenario != "server":
+            return self
+        return replace(self, max_iters=self.server_max_iters, min_iters=min(self.min_iters, self.server_max_iters))
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,17 @@ import torch
 from ..tasks import Task
 from .builds import BuildBudget, BuildService, BuildTimeout
 from .ceilings import cached_ceilings, record_ceilings
+from .compare import Mismatch
 from .config import JudgeConfig
 from .device import check_device, describe_device
 from .expected import Facts
 from .integrity import make_dir
 from .locks import device_lock
 from .memory import MemoryBudget, memory_budget
-from .reference import JudgeFault, ReferenceData, ReferenceServer, TaskRunError
+from .reference import JudgeFault, ReferenceData, ReferenceServer, SpotCheck, TaskRunError
 from .resources import PeakDisk, builds_bytes, peak_rss
 from .roofline import Roofline
+from .rounds import ProtocolError, TimedRounds
 from .rules import LOW_COVERAGE, rule_on_coverage
 from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, hold_still
 from .slowdown import verdict_slowdown
@@ -42,7 +44,7 @@ from .static import check_source
 from .timeouts import CommandTimeouts, command_timeouts
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
-JUDGE_VERSION = "11"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout
+JUDGE_VERSION = "11"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout; the timed rounds' inputs and checks drawn by the judge (each round checked with probability spot_checks / rounds, 10 on average, decided after the call returned) and compared in the trusted worker on inputs it makes; every call of the candidate's pinned as the timed rounds are; CPU workers' malloc keeps what is freed
 
 
 # What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
@@ -495,12 +497,17 @@ class Judge:
         return answer
 
     def _command(self, w: WorkerProcess, stage: StageResult, cmd: dict[str, Any], timeout: float, fail_status: Status,
-                 alone: bool = False) -> dict[str, Any]:
-        """One command of the candidate's worker as part of `stage`. A failure ends the evaluation with
-        a status; the machine's failures (an answer of judge_error, a worker killed from outside, a
-        candidate out of device memory on a device it shared) raise JudgeFault."""
+                 alone: bool = False, on_request: TimedRounds | None = None) -> dict[str, Any]:
+        """One command of the candidate's worker as part of `stage` (`on_request` answers the worker's
+        requests meanwhile). A failure ends the evaluation with a status; the machine's failures (an
+        answer of judge_error, a worker killed from outside, a candidate out of device memory on a
+        device it shared) raise JudgeFault."""
         try:
-            a = w.call(cmd, timeout=timeout)
+            a = w.call(cmd, timeout=timeout, on_request=on_request)
+        except ProtocolError as e:
+            w.kill()
+            stage.ok, stage.message = False, f"the worker's requests broke the judge's protocol (forged?): {e}"
+            raise _Failed(Status.HACK_DETECTED, stage.message) from None
         except WorkerTimeout as e:
             stage.ok, stage.message = False, str(e)
             raise
@@ -523,13 +530,13 @@ class Judge:
         return a
 
     def _step(self, w: WorkerProcess, v: Verdict, stage: str, cmd: dict[str, Any], timeout: float,
-              fail_status: Status, alone: bool = False) -> dict[str, Any]:
+              fail_status: Status, alone: bool = False, on_request: TimedRounds | None = None) -> dict[str, Any]:
         """One command as (part of) a stage, appended to the verdict; failures end the evaluation with a status."""
         t0 = time.perf_counter()
         result = StageResult(stage, False)
         v.stages.append(result)
         try:
-            a = self._command(w, result, cmd, timeout, fail_status, alone)
+            a = self._command(w, result, cmd, timeout, fail_status, alone, on_request)
         finally:
             result.seconds = time.perf_counter() - t0
         result.ok = True
@@ -603,7 +610,8 @@ class Judge:
         with self._device(shared=True):
             self._step(w, v, "timing", {"op": "prepare_timing", "seeds": self.timing_seeds}, timeouts.timing, Status.RUNTIME_ERROR,
                        alone)
-        self._time(w, v, cfg, v.stages.pop().seconds, times.timing, alone)
+        rounds = self._rounds_of(w, task, ref, cfg, times)
+        self._time(w, v, cfg, v.stages.pop().seconds, times.timing, alone, rounds)
         # A reject for a slowed reference must not rest on one measurement: a host busy for a
         # moment slows both sides of every sample alike. A candidate that slows the reference does
         # so again; the verdict keeps the second measurement either way. A large win is timed again
@@ -615,7 +623,7 @@ class Judge:
         suspect = slowed > cfg.slowed_reference_reject
         if suspect or (win and v.speedup > cfg.timing.remeasure_above):
             first = v.speedup
-            self._time(w, v, cfg, v.stages.pop().seconds, times.timing, alone)
+            self._time(w, v, cfg, v.stages.pop().seconds, times.timing, alone, rounds)
             again = verdict_slowdown(v, ref.trusted).ratio
             v.stage("timing").details["retimed"] = {"speedup": first, "reference_vs_trusted": slowed}
             if suspect or abs(v.speedup - first) > 0.1 * first:
@@ -687,12 +695,10 @@ class Judge:
         finally:
             stage.seconds = time.perf_counter() - t0
         v.errors = worst
-        # The timed calls' spot checks take the truth's word too, where the reference leaves its inputs be
-        # (the worker computes it from the reference's copy of a round's inputs).
-        by_truth = ref.facts.truth == "float64" and not ref.facts.mutates_inputs
         stage.details = {"seeds": len(self.seeds), "atol": atol, "rtol": rtol, **worst, "truth": ref.facts.truth,
-                         "truth_factor": cfg.truth_factor, "spot_checks_by_truth": by_truth, "native_thread_growth": growth,
+                         "truth_factor": cfg.truth_factor, "native_thread_growth": growth,
                          "timeouts": {"run_s": times.run_seed, "first_call_s": times.first_call, "timing_s": times.timing,
+                                      "spot_check_s": times.spot_check,
                                       "scaled": times.scaled}}
         if binary:
             stage.details["binary_exact"] = binary
@@ -704,25 +710,41 @@ class Judge:
             v.flags.append(Flag("native_threads", f"{growth} native thread(s) appeared during the candidate's calls"))
         return stage
 
-    def _time(self, w: WorkerProcess, v: Verdict, cfg: JudgeConfig, earlier_s: float, timeout: float, alone: bool) -> None:
+    def _rounds_of(self, w: WorkerProcess, task: Task, ref: ReferenceData, cfg: JudgeConfig,
+                   times: CommandTimeouts) -> Callable[[str | None], TimedRounds]:
+        """The judge's side of one timing command's rounds, per scenario (rounds.py): the task's trusted
+        worker checks the calls it draws, by the correctness stage's rule (the float64 truth decides
+        where the plain comparison fails, where the truth applies)."""
+        tolerance = cfg.tolerance(task.meta.dtype, task.meta.atol, task.meta.rtol)
+        truth = ref.facts.truth == "float64"
+
+        def compare(k: int, roll: int, shared: dict[str, Any]) -> list[Mismatch]:
+            check = SpotCheck(self.timing_seeds[k], roll, cfg.timing.fresh_inputs, tolerance, truth, cfg.truth_factor)
+            return ref.server.spot_check(check, shared, w, times.spot_check)
+
+        def rounds(scenario: str | None) -> TimedRounds:
+            t = cfg.timing.for_scenario(scenario)
+            return TimedRounds(len(self.timing_seeds), t.spot_checks, (t.min_iters, t.max_iters), compare)
+        return rounds
+
+    def _time(self, w: WorkerProcess, v: Verdict, cfg: JudgeConfig, earlier_s: float, timeout: float, alone: bool,
+              rounds: Callable[[str | None], TimedRounds]) -> None:
         """One ABAB measurement of candidate and reference (offline, then the server scenario if
-        asked) under the exclusive device lock, each command given `timeout` seconds; sets the
-        verdict's times, speedup and noise band and appends the timing stage, which also counts
+        asked) under the exclusive device lock, each command given `timeout` seconds and its `rounds`;
+        sets the verdict's times, speedup and noise band and appends the timing stage, which also counts
         `earlier_s` (input preparation, an earlier try). `alone`: the evaluation holds the device's
         whole memory (a candidate out of memory then is out of memory on its own)."""
-        correctness = v.stage("correctness")
-        truth = bool(correctness and correctness.details.get("spot_checks_by_truth"))
-        cmd = {"op": "time", "seeds": self.timing_seeds, "truth": truth, "truth_factor": cfg.truth_factor}
+        cmd = {"op": "time", "seeds": self.timing_seeds}
         waited = time.perf_counter()
         with self._timing(w, cfg):
             waited = time.perf_counter() - waited
-            a, ref_t, cand_t = self._measure(w, v, cmd, timeout, alone)
+            a, ref_t, cand_t = self._measure(w, v, cmd, timeout, alone, rounds)
             v.stages[-1].seconds += earlier_s
             # A measurement whose reference scattered widely (a busy host) is taken again, a few
             # times at most, and the quietest kept: its band would hide any speedup.
             spreads = [ref_t.rel_spread]
             while spreads[-1] > cfg.timing.retime_spread_above and len(spreads) <= cfg.timing.noisy_retimes:
-                b, b_ref, b_cand = self._measure(w, v, cmd, timeout, alone)
+                b, b_ref, b_cand = self._measure(w, v, cmd, timeout, alone, rounds)
                 v.stages.pop()
                 spreads.append(b_ref.rel_spread)
                 if b_ref.rel_spread < ref_t.rel_spread:
@@ -731,9 +753,8 @@ class Judge:
                 v.flags.append(Flag("noisy_timing", "the reference scattered widely; timed again: half-IQR "
                                                     + ", ".join(f"{s:.0%}" for s in spreads) + ", the quietest kept"))
             if cfg.timing.server:
-                c = self._step(w, v, "timing", {**cmd, "scenario": "server"}, timeout, Status.RUNTIME_ERROR, alone)
+                c, sref, scand = self._measure(w, v, {**cmd, "scenario": "server"}, timeout, alone, rounds)
                 v.stages.pop()
-                sref, scand = TimingStats.side(c, "reference"), TimingStats.side(c, "candidate")
                 v.scenarios["server"] = {"qps": cfg.timing.server_qps, "speedup": sref.median_ms / scand.median_ms,
                                          "reference": asdict(sref), "candidate": asdict(scand)}
         v.reference, v.candidate = ref_t, cand_t
@@ -747,12 +768,26 @@ class Judge:
                                 "phases_s": a.get("phases_s"), "host_ms": a.get("host_ms"), "cpus": a.get("cpus")}
         v.env["clocks"] = a["clocks"]
 
-    def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any], timeout: float,
-                 alone: bool) -> tuple[dict[str, Any], TimingStats, TimingStats]:
-        """One timing command in the worker (it appends a timing stage): the worker's answer and
-        the reference's and the candidate's statistics."""
-        a = self._step(w, v, "timing", cmd, timeout, Status.RUNTIME_ERROR, alone)
-        return a, TimingStats.side(a, "reference"), TimingStats.side(a, "candidate")
+    def _measure(self, w: WorkerProcess, v: Verdict, cmd: dict[str, Any], timeout: float, alone: bool,
+                 rounds: Callable[[str | None], TimedRounds]) -> tuple[dict[str, Any], TimingStats, TimingStats]:
+        """One timing command in the worker (it appends a timing stage), its rounds drawn and checked by
+        the judge: the worker's answer with the checks made (`spot_checks`), and the reference's and the
+        candidate's statistics. A timed call found wrong ends the evaluation (incorrect)."""
+        judged = rounds(cmd.get("scenario"))
+        a = self._step(w, v, "timing", cmd, timeout, Status.RUNTIME_ERROR, alone, judged)
+        stage = v.stages[-1]
+        try:
+            judged.finish(a["samples"])
+        except ProtocolError as e:
+            stage.ok, stage.message = False, f"the worker's answer broke the judge's protocol (forged?): {e}"
+            raise _Failed(Status.HACK_DETECTED, stage.message) from None
+        if judged.failure is not None:
+            i, bad = judged.failure
+            stage.ok, stage.details = False, bad.to_dict()
+            stage.message = bad.reason if bad.forged else \
+                f"output of timed call {i} is wrong (caching or deferred work?): {bad.describe()}"
+            raise _Failed(Status.HACK_DETECTED if bad.forged else Status.INCORRECT, stage.message)
+        return {**a, "spot_checks": judged.checked}, TimingStats.side(a, "reference"), TimingStats.side(a, "candidate")
 
     def _audit(self, task: Task, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig) -> None:
         """Physical floor, slowed reference, clocks: the last word on a correct candidate."""

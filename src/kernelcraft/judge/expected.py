@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import torch
 
-from .compare import Mismatch, compare_tensors, compare_with_truth, flatten_outputs
+from .compare import Mismatch, compare_tensors, compare_with_truth, flatten_outputs, within_tolerance
 
 # The largest integer each dtype holds exactly together with every integer below it.
 EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 1 << 24}
@@ -290,6 +290,26 @@ class Expected:
         if len(tensors) != len(exact):
             return [Mismatch(False, reason=f"returned {len(tensors)} tensors, expected {len(exact)}")]
         return [compare_tensors(g, e, 0.0, 0.0, nan_skips=True) for g, e in zip(tensors, exact)]
+
+    def check_round(self, got: list[Any], inputs: Callable[[], list[Any]], atol: float, rtol: float, k: float,
+                    truth: bool) -> list[Mismatch]:
+        """A timed call's outputs against the reference's on that round's inputs (`inputs` makes them
+        afresh at each call); where that fails and `truth`, the float64 truth decides, from inputs made
+        again (the reference may have written into its own). Nothing is kept."""
+        with torch.no_grad():
+            out = flatten_outputs(self.reference(*inputs()))
+        self._sync()
+        if len(got) == len(out) and all(within_tolerance(g, e, atol, rtol) for g, e in zip(got, out)):
+            found = [Mismatch(True) for _ in out]
+        else:
+            found = against(got, SeedOutputs(out, [None] * len(out)), atol, rtol, k)
+        if truth and not all(m.ok for m in found):
+            found = against(got, SeedOutputs(out, truths_for(out, self._forward64(double_inputs(inputs())))), atol, rtol, k)
+        del out
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # the candidate's timing goes on next to this worker
+        return found
+
 
 def against(got: list[Any], expected: SeedOutputs, atol: float, rtol: float, k: float) -> list[Mismatch]:
     """Each output against what it should be: its float64 truth where there is one, else the reference's output."""

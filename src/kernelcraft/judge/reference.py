@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from .compare import Mismatch
 from .expected import Facts
-from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout
+from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, awake
 from .verdict import TimingStats
 
 
@@ -30,6 +30,19 @@ class JudgeFault(Exception):
         super().__init__(cause)
         self.reference = reference
         self.oom = oom
+
+
+@dataclass(frozen=True)
+class SpotCheck:
+    """What the trusted worker needs to check one timed round: the round's input set (its seed) and
+    roll, whether inputs are rolled at all, and the rule (tolerance, float64 truth, truth factor)."""
+
+    seed: int
+    roll: int
+    fresh: bool
+    tolerance: tuple[float, float]
+    truth: bool
+    k: float
 
 
 class ReferenceServer:
@@ -65,9 +78,24 @@ class ReferenceServer:
         """One seed's outputs as the candidate's worker shared them (`run`: its run_seed answer) against
         what they should be. Raises JudgeFault when the trusted worker fails; a description the
         candidate's process forged or broke comes back as a mismatch marked `forged`."""
-        cpu = any(t is not None and t.get("file_offset") is not None for t in run["tensors"])
-        cmd = {"op": "compare", "kind": kind, "index": index, "tensors": run["tensors"], "values": run["values"],
-               "atol": tolerance[0], "rtol": tolerance[1], "k": truth_factor, "memfd": cpu}
+        cmd = {"op": "compare", "kind": kind, "index": index, "k": truth_factor}
+        return self._compare(cmd, run, candidate, tolerance, timeout)
+
+    def spot_check(self, check: SpotCheck, shared: dict[str, Any], candidate: WorkerProcess, timeout: float) -> list[Mismatch]:
+        """A timed call's outputs as the candidate's worker shared them (`shared`: tensors and values)
+        against the reference on that round's inputs, which the trusted worker makes from its own copy
+        of the input set. Runs while the measurement holds the other workers still (the timed worker
+        waits for it); failures as `compare`'s."""
+        cmd = {"op": "spot_check", "seed": check.seed, "roll": check.roll, "fresh": check.fresh, "truth": check.truth,
+               "k": check.k}
+        with awake(self.worker):
+            return self._compare(cmd, shared, candidate, check.tolerance, timeout)
+
+    def _compare(self, cmd: dict[str, Any], shared: dict[str, Any], candidate: WorkerProcess, tolerance: tuple[float, float],
+                 timeout: float) -> list[Mismatch]:
+        cpu = any(isinstance(t, dict) and t.get("file_offset") is not None for t in shared["tensors"])
+        cmd = {**cmd, "tensors": shared["tensors"], "values": shared["values"], "atol": tolerance[0], "rtol": tolerance[1],
+               "memfd": cpu}
         with self.lock:
             try:
                 if cpu:
@@ -131,10 +159,11 @@ class ReferenceData:
     def device_need(self, input_sets: int) -> int:
         """Device memory a candidate's evaluation of this task may hold at once: its inputs for every
         timing set and the rounds' fresh copies, both sides' outputs, the model, and a context and
-        workspace; plus the trusted worker's while it computes a seed again (when it holds none)."""
+        workspace; plus the trusted worker's while it computes one forward (a seed it does not hold, a
+        spot-checked round: timing inputs are never held), and the input set it rolls that round from."""
         f = self.facts
         candidate = (input_sets + 3) * f.input_bytes + 3 * f.output_bytes + self.param_bytes + (1 << 30)
-        return candidate + (0 if f.cached else f.peak_bytes)
+        return candidate + f.peak_bytes + f.input_bytes
 
 
 _ITEMSIZE = {"torch.float64": 8, "torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.int64": 8,

@@ -20,6 +20,7 @@ class CommandTimeouts:
     first_call: float  # the first seed: a Triton candidate's kernels compile there
     run_seed: float
     compare: float
+    spot_check: float  # the trusted worker's check of a timed call: inputs made, the reference (and truth) run
     timing: float
     profile: float
     scaled: bool
@@ -31,11 +32,12 @@ def command_timeouts(cfg: JudgeConfig, facts: Facts, *, triton: bool, cpu: bool)
     command gets its stage's configured timeout."""
     t, timing = cfg.timeouts, cfg.timing
     if not t.scale or (cpu and triton):
-        return CommandTimeouts(t.correctness, t.correctness, t.correctness, t.timing, t.profile, False)
+        return CommandTimeouts(t.correctness, t.correctness, t.correctness, t.correctness, t.timing, t.profile, False)
     call, inputs = facts.call_s, facts.input_s
     run = t.floor + 2 * inputs + t.slowdown * call
     # The trusted worker computes the seed again (and its float64 truth) unless it holds it.
-    compare = t.floor + (0 if facts.cached else 2 * (inputs + call + facts.truth_s))
+    recompute = 2 * (inputs + call + facts.truth_s)
+    compare = t.floor + (0 if facts.cached else recompute)
     # The rounds a measurement takes at most: warm-up until each side has run warmup_ms (at most 200),
     # then as many timed rounds as fit target_ms at the reference's speed, each both sides' calls, the
     # inputs rolled, and in the server scenario a pause of 1/qps on average before every call.
@@ -48,4 +50,4 @@ def command_timeouts(cfg: JudgeConfig, facts: Facts, *, triton: bool, cpu: bool)
     profile = t.floor + _PROFILER_START_S + 3 * (1 + t.slowdown) * call
     first = run + (t.first_call if triton else 0.0)
     return CommandTimeouts(min(first, t.correctness), min(run, t.correctness), min(compare, t.correctness),
-                           min(measure, t.timing), min(profile, t.profile), True)
+                           min(t.floor + recompute, t.correctness), min(measure, t.timing), min(profile, t.profile), True)

@@ -3,15 +3,19 @@
 The judge's clocks are captured when this module is imported, before any candidate code runs,
 so a candidate that replaces `torch.cuda.synchronize` or `Event.elapsed_time` changes nothing
 the judge calls (and the guard reports the replacement).
+
+Nothing here can be predicted from inside the process: each timed round's input set and roll come
+from a `Rounds` source drawn as the round starts (the judge's, for a candidate: rounds.py), and
+local draws come from the OS's randomness, never from a seeded generator.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import statistics
 import time
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator
 
 import torch
@@ -57,7 +61,11 @@ def pinned_cpus() -> set[int] | None:
 def _pin_process(cpus: set[int]) -> None:
     """Every thread onto `cpus`: sched_setaffinity(0) moves only the calling thread, and a thread takes
     its creator's CPUs only when it is created (an OpenMP pool started in the warm-up would stay put)."""
-    for tid in thread_ids():
+    _pin_threads(set(thread_ids()), cpus)
+
+
+def _pin_threads(tids: set[int], cpus: set[int]) -> None:
+    for tid in tids:
         try:
             os.sched_setaffinity(tid, cpus)
         except ProcessLookupError:  # it ended meanwhile
@@ -83,10 +91,13 @@ class FastCpu:
         self.picked: list[int] = []  # every CPU pinned to, in order (count per pick)
         self.best_ms = 0.0
         self.recent: list[float] = []
+        self.threads_before: set[int] = set()  # threads that ran before the first pick
 
     def pick(self) -> None:
         if len(self.allowed) <= self.count:
             return
+        if not self.picked:
+            self.threads_before = set(thread_ids())
         speeds = {}
         for cpu in self.allowed:
             os.sched_setaffinity(0, {cpu})
@@ -116,8 +127,26 @@ class FastCpu:
             self.pick()
 
     def release(self) -> None:
+        """Back onto every CPU allowed, with the threads started meanwhile, which took the pinned thread's CPUs."""
         if self.picked:
             self._pin(None)
+            if not self.whole_process:
+                _pin_threads(set(thread_ids()) - self.threads_before, set(self.allowed))
+
+
+@contextmanager
+def pinned(cfg: TimingConfig, cuda: bool) -> Iterator[FastCpu | None]:
+    """FastCpu as the timing configures it, from pick to release: every call of a candidate's runs so
+    (correctness, profile, timing), so its CPU affinity never tells it that it is being timed."""
+    # On the CPU as many CPUs as torch's threads (cpu_threads; the guard holds torch to it).
+    pin = FastCpu(cfg.fast_cpu_slower_than, None if cuda else torch.get_num_threads()) if cfg.fast_cpu else None
+    try:
+        if pin is not None:
+            pin.pick()
+        yield pin
+    finally:
+        if pin is not None:
+            pin.release()
 
 
 class Clock:
@@ -160,53 +189,64 @@ class Clock:
         return self.host_ms, out
 
 
-def server_pause(qps: float, rng: random.Random) -> Callable[[], None]:
+def server_pause(qps: float) -> Callable[[], None]:
     """Idle time before each call of the server scenario: exponential with mean 1/QPS, as the gaps
     between requests of inference traffic (caches and clocks cool between calls)."""
+    rng = random.SystemRandom()
+
     def pause() -> None:
         time.sleep(rng.expovariate(qps))
     return pause
 
 
-def scenario_clock(device: torch.device, cfg: TimingConfig, scenario: str | None, seed: int) -> tuple[TimingConfig, Clock]:
+def scenario_clock(device: torch.device, cfg: TimingConfig, scenario: str | None) -> tuple[TimingConfig, Clock]:
     """The timing settings and clock of a scenario: offline (calls back to back) or "server" (an untimed
-    exponential pause before every call, seeded from `seed`, and the server scenario's iteration cap)."""
-    if scenario != "server":
-        return cfg, Clock(device, cfg)
-    cfg = dataclasses.replace(cfg, max_iters=cfg.server_max_iters, min_iters=min(cfg.min_iters, cfg.server_max_iters))
-    return cfg, Clock(device, cfg, server_pause(cfg.server_qps, random.Random(seed ^ 0x5E4F)))
+    exponential pause before every call, and the server scenario's iteration cap)."""
+    cfg = cfg.for_scenario(scenario)
+    return cfg, Clock(device, cfg, server_pause(cfg.server_qps) if scenario == "server" else None)
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def fresh_inputs(base: list[Any], rng: random.Random, roll: bool) -> list[Any]:
-    """New contents for every timed iteration: each tensor rolled by a random offset (same values,
-    same dtype and domain, different positions), so nothing keyed on contents or addresses repeats."""
-    if not roll:
+def fresh_inputs(base: list[Any], roll: int, fresh: bool) -> list[Any]:
+    """New contents for every timed iteration: each tensor rolled by an offset drawn from `roll`
+    (same values, same dtype and domain, different positions), so nothing keyed on contents or
+    addresses repeats. Deterministic in (base, roll): the trusted worker makes a checked round's
+    inputs again from its own copy of the input set."""
+    if not fresh:
         return clone_inputs(base)
+    shifts = random.Random(roll)
     out = []
     for x in base:
         if isinstance(x, torch.Tensor) and x.numel() > 1:
-            shift = rng.randrange(1, x.numel())
-            out.append(_roll(x.reshape(-1), shift).reshape(x.shape))
+            out.append(_roll(x.reshape(-1), shifts.randrange(1, x.numel())).reshape(x.shape))
         else:
             out.append(x.clone() if isinstance(x, torch.Tensor) else x)
     return out
 
 
-AfterCall = Callable[[str, int, Any, list[Any]], None]
+# A timed round's input set and roll (the seed of its shifts), drawn as round `i` of `iters` starts.
+Rounds = Callable[[int, int], tuple[int, int]]
+AfterCall = Callable[[str, int, Any], None]
 
 
-def _round(sides: list[tuple[str, Callable[..., Any]]], base: list[Any], clock: Clock, cfg: TimingConfig,
-           rng: random.Random) -> Iterator[tuple[str, float, Any, list[Any]]]:
+def local_rounds(sets: int) -> Rounds:
+    """Rounds drawn in this process from the OS's randomness, the input sets in turn: the warm-up's,
+    and the trusted worker's own timing (no candidate there)."""
+    rng = random.SystemRandom()
+    return lambda i, iters: (i % sets, rng.getrandbits(63))
+
+
+def _round(sides: list[tuple[str, Callable[..., Any]]], base: list[Any], roll: int, clock: Clock,
+           cfg: TimingConfig) -> Iterator[tuple[str, float, Any]]:
     """One ABAB round: fresh inputs, each side its own copy (made before any side runs), each timed."""
-    live = fresh_inputs(base, rng, cfg.fresh_inputs)
+    live = fresh_inputs(base, roll, cfg.fresh_inputs)
     copies = [live] + [clone_inputs(live) for _ in sides[1:]]
     for (name, fn), args in zip(sides, copies):
         ms, out = clock.time_call(fn, args)
-        yield name, ms, out, args
+        yield name, ms, out
         del out  # released before the next side runs, as the caller releases its own reference
 
 
@@ -215,60 +255,63 @@ def run_interleaved(
     input_sets: list[list[Any]],
     clock: Clock,
     cfg: TimingConfig,
-    rng: random.Random,
+    rounds: Rounds,
     after_call: AfterCall,
     host_ms: dict[str, list[float]] | None = None,
     probe_ms: list[float] | None = None,
     cpus: list[int] | None = None,
-) -> tuple[dict[str, list[float]], list[int]]:
-    """Time `sides` ABAB... over rotating fresh inputs. Returns samples (ms) per side, first
-    timed sample discarded, and the iteration indices at which `after_call` was told to spot-check.
-    `host_ms`, if given, receives each kept sample's host time (Clock.host_ms) per side; `probe_ms`
-    one `host_probe` after each kept round, next in time to the samples it describes; `cpus` the
-    CPUs the timed rounds were pinned to (cfg.fast_cpu), in order. Warm-up runs unpinned: what it
-    compiles or tunes may start processes, which would inherit the pin."""
+    pin_warmup: bool = False,
+) -> dict[str, list[float]]:
+    """Time `sides` ABAB... over fresh inputs, each timed round's set and roll from `rounds`. Returns
+    samples (ms) per side, first timed sample discarded. `after_call(side, i, out)` sees every call's
+    output: i is the timed round (0 for the discarded one), -1 in the warm-up. `host_ms`, if given,
+    receives each kept sample's host time (Clock.host_ms) per side; `probe_ms` one `host_probe` after
+    each kept round, next in time to the samples it describes; `cpus` the CPUs the timed rounds were
+    pinned to (cfg.fast_cpu), in order. The warm-up runs unpinned unless `pin_warmup` (a candidate's,
+    whose every call runs pinned): what it compiles or tunes may start processes, which would inherit
+    the pin."""
     r = len(input_sets)
+    warm_rounds = local_rounds(r)
     warm: dict[str, list[float]] = {name: [] for name, _ in sides}
-    calls = 0
-    while calls < cfg.warmup_calls or min(map(sum, warm.values())) < cfg.warmup_ms:
-        for name, ms, out, args in _round(sides, input_sets[calls % r], clock, cfg, rng):
-            warm[name].append(ms)
-            after_call(name, -1, out, args)
-            del out
-        calls += 1
-        if calls >= 200:
-            break
-    # The median warm-up call, not the mean: a first call that loads modules or allocates (a
-    # hundred milliseconds and more on a large GEMM) would cut the iterations several times over.
-    per_call = max(statistics.median(times) for times in warm.values())
-    iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
-    spots = sorted({1 + (iters - 1) * k // max(cfg.spot_checks - 1, 1) for k in range(cfg.spot_checks)}) if cfg.spot_checks else []
     samples: dict[str, list[float]] = {name: [] for name, _ in sides}
-    # On the CPU as many CPUs as torch's threads (cpu_threads; the guard holds torch to it).
-    pin = FastCpu(cfg.fast_cpu_slower_than, None if clock.cuda else torch.get_num_threads()) if cfg.fast_cpu else None
-    try:
-        if pin is not None:
-            pin.pick()
-        for i in range(iters + 1):
-            for name, ms, out, args in _round(sides, input_sets[i % r], clock, cfg, rng):
-                if i > 0:  # the first timed sample is discarded
-                    samples[name].append(ms)
-                    if host_ms is not None:
-                        host_ms.setdefault(name, []).append(clock.host_ms)
-                after_call(name, i if i in spots else 0, out, args)
+    with ExitStack() as held:
+        pin = held.enter_context(pinned(cfg, clock.cuda)) if pin_warmup else None
+        calls = 0
+        while calls < cfg.warmup_calls or min(map(sum, warm.values())) < cfg.warmup_ms:
+            k, roll = warm_rounds(calls, 0)
+            for name, ms, out in _round(sides, input_sets[k], roll, clock, cfg):
+                warm[name].append(ms)
+                after_call(name, -1, out)
                 del out
-            if (i > 0 and probe_ms is not None) or pin is not None:
-                probe = host_probe()
-                if i > 0 and probe_ms is not None:
-                    probe_ms.append(probe)
-                if pin is not None:
-                    pin.observe(probe)
-    finally:
-        if pin is not None:
-            pin.release()
-            if cpus is not None:
+            calls += 1
+            if calls >= 200:
+                break
+        # The median warm-up call, not the mean: a first call that loads modules or allocates (a
+        # hundred milliseconds and more on a large GEMM) would cut the iterations several times over.
+        per_call = max(statistics.median(times) for times in warm.values())
+        iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
+        if not pin_warmup:
+            pin = held.enter_context(pinned(cfg, clock.cuda))
+        try:
+            for i in range(iters + 1):
+                k, roll = rounds(i, iters)
+                for name, ms, out in _round(sides, input_sets[k], roll, clock, cfg):
+                    if i > 0:  # the first timed sample is discarded
+                        samples[name].append(ms)
+                        if host_ms is not None:
+                            host_ms.setdefault(name, []).append(clock.host_ms)
+                    after_call(name, i, out)
+                    del out
+                if (i > 0 and probe_ms is not None) or pin is not None:
+                    probe = host_probe()
+                    if i > 0 and probe_ms is not None:
+                        probe_ms.append(probe)
+                    if pin is not None:
+                        pin.observe(probe)
+        finally:
+            if pin is not None and cpus is not None:
                 cpus.extend(pin.picked)
-    return samples, spots
+    return samples
 
 
 def host_medians(host_ms: dict[str, list[float]], probe_ms: list[float], cpus: list[int]) -> dict[str, Any]:

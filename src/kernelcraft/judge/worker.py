@@ -6,25 +6,26 @@ does), so it runs on a bare GPU machine. Roles:
 - reference (trusted): reference outputs for the secret seeds, FLOPs and bytes, timing alone,
   eager vs torch.compile baselines, device ceilings.
 - candidate: load the candidate (the judge builds its extensions, at its request: builds.py), run
-  it on the secret seeds (outputs go to files the parent compares), ABAB timing against the
-  reference with spot checks, then the profiled calls (last: the profiler leaves CUPTI attached to
-  the process, which slows every later call).
+  it on the secret seeds (its outputs shared with the trusted worker, which compares them), ABAB
+  timing against the reference with spot checks that the judge draws and the trusted worker compares
+  (rounds.py), then the profiled calls (last: the profiler leaves CUPTI attached to the process,
+  which slows every later call). Every call of the candidate's runs pinned as the timed rounds are
+  (timing.pinned).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import errno
 import json
 import os
-import random
 import resource
 import sys
 import time
 import traceback
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -33,12 +34,12 @@ from .buildcache import BuildError, BuildRecorder
 from .compare import compare_outputs, flatten_outputs
 from .config import JudgeConfig
 from .exchange import ExchangeError, SharedTensor, export_outputs, import_outputs, receive_fd
-from .expected import Expected, SeedOutputs, against, describe_output, double_inputs, plain, same_bits, storages, truths_for
+from .expected import Expected, describe_output, plain, same_bits, storages
 from .coverage import library_kernels, profile_call
 from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, ThreadWatch, native_threads, pin_precision, pytorch_defaults
 from .launches import LaunchCounter
-from .timing import clock_info, clone_inputs, host_medians, run_interleaved, scenario_clock
+from .timing import clock_info, clone_inputs, fresh_inputs, host_medians, local_rounds, pinned, run_interleaved, scenario_clock
 
 TASK_FILE = "task.py"
 CANDIDATE_FILE = "candidate.py"
@@ -95,6 +96,18 @@ def apply_limits(cfg: JudgeConfig, device: str) -> None:
         resource.setrlimit(which, (value, hard))
 
 
+_PLAIN_VALUES = (int, float, bool, str, type(None))
+
+
+def plain_outputs(outputs: list[Any], when: str) -> None:
+    """Every output a plain torch.Tensor or a plain value: a subclass or proxy runs the candidate's
+    code when the judge touches it, as a spot check would, after the clock has stopped."""
+    for j, o in enumerate(outputs):
+        if type(o) is not torch.Tensor and type(o) not in _PLAIN_VALUES:
+            raise Rejection("hack_detected", f"{when}: output {j} is a {type(o).__module__}.{type(o).__qualname__}, "
+                                             "not a plain torch.Tensor (lazy or proxy result)")
+
+
 def _poison(outputs: list[Any]) -> None:
     for o in outputs:
         if isinstance(o, torch.Tensor) and o.numel():
@@ -112,7 +125,6 @@ class Worker:
         self.cfg = JudgeConfig()
         self.timing_sets: tuple[tuple[int, ...], list[list[Any]]] | None = None
         self.compiled: Any = None  # the reference under torch.compile (op_prepare_baselines)
-        self.exact: Any = None  # the reference in float64, for spot checks the plain comparison fails
 
     # -- setup ---------------------------------------------------------------------------
     def op_setup(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -220,26 +232,49 @@ class Worker:
         return {"ok": True, "input_bytes": nbytes[0], "output_bytes": nbytes[1], "peak_bytes": int(peak)}
 
     def op_compare(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """A candidate's outputs for one seed (shared by its worker: CUDA IPC handles, or a memory file
-        the parent passes over the socket) against what they should be. The candidate's memory is read,
-        never trusted: a layout past what it shared, or a file cut short while read, is its doing."""
+        """A candidate's outputs for one seed, shared by its worker, against what they should be."""
+        with self.shared_outputs(cmd) as got:
+            found = self.expected.compare(cmd["kind"], cmd["index"], got, cmd["atol"], cmd["rtol"], cmd["k"])
+        return {"ok": True, "mismatches": [m.to_dict() for m in found]}
+
+    def op_spot_check(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """A candidate's timed call (shared as in `op_compare`) against the reference on that round's
+        inputs, made here from the input set's seed and the round's roll, never taken from the
+        candidate's process; the float64 truth decides where the plain comparison fails, with `truth`."""
+        def inputs() -> list[Any]:
+            return fresh_inputs(self.inputs(cmd["seed"]), cmd["roll"], cmd["fresh"])
+
+        with self.shared_outputs(cmd) as got:
+            found = self.expected.check_round(got, inputs, cmd["atol"], cmd["rtol"], cmd["k"], cmd["truth"])
+        return {"ok": True, "mismatches": [m.to_dict() for m in found]}
+
+    @contextmanager
+    def shared_outputs(self, cmd: dict[str, Any]) -> Iterator[list[Any]]:
+        """A candidate's outputs as its worker shared them (CUDA IPC handles, or a memory file the parent
+        passes over the socket), all threads of the host for the comparison on the CPU (nothing is timed
+        meanwhile, and the candidate's worker waits). The candidate's memory is read, never trusted: a
+        description that is not one, a layout past what it shared, or a file cut short while read, is
+        its doing."""
         memfd = receive_fd(self.fd_socket, 30.0) if cmd.get("memfd") else None
         threads = torch.get_num_threads()
-        if self.device.type == "cpu":  # nothing is timed meanwhile, and the candidate's worker waits for this
+        if self.device.type == "cpu":
             torch.set_num_threads(os.cpu_count() or 1)
         try:
-            descs = [SharedTensor.from_dict(d) if d is not None else None for d in cmd["tensors"]]
-            tensors = import_outputs(descs, memfd)
+            try:
+                descs = [SharedTensor.from_dict(d) if d is not None else None for d in cmd["tensors"]]
+                tensors = import_outputs(descs, memfd)
+            except (ExchangeError, TypeError, ValueError) as e:
+                raise Rejection("hack_detected", f"the candidate's outputs could not be read as shared: {e}") from None
             got = [t if t is not None else v for t, v in zip(tensors, cmd["values"])]
-            found = self.expected.compare(cmd["kind"], cmd["index"], got, cmd["atol"], cmd["rtol"], cmd["k"])
-            del tensors, got
-        except ExchangeError as e:
-            raise Rejection("hack_detected", f"the candidate's outputs could not be read as shared: {e}") from None
+            del tensors
+            try:
+                yield got
+            except ExchangeError as e:
+                raise Rejection("hack_detected", f"the candidate's outputs could not be read as shared: {e}") from None
         finally:
             torch.set_num_threads(threads)
             if memfd is not None:
                 os.close(memfd)
-        return {"ok": True, "mismatches": [m.to_dict() for m in found]}
 
     def op_prepare_timing(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """Make the timing inputs before the parent takes the device lock: generating large inputs
@@ -257,9 +292,8 @@ class Worker:
         torch.compile interleaved if asked. With `tunableop`, PyTorch's TunableOp (cuBLAS/cuBLASLt
         algorithms tried per shape, the fastest kept) is then enabled and the reference timed again:
         the autotuned-library baseline. `scenario` "server" pauses before every call (untimed)."""
-        seed = cmd["seeds"][0]
         timing = dataclasses.replace(self.cfg.timing, target_ms=cmd.get("target_ms") or self.cfg.timing.target_ms)
-        cfg, clock = scenario_clock(self.device, timing, cmd.get("scenario"), seed)
+        cfg, clock = scenario_clock(self.device, timing, cmd.get("scenario"))
         sets = self.timing_inputs(cmd["seeds"])
 
         host: dict[str, list[float]] = {}
@@ -268,9 +302,8 @@ class Worker:
 
         def run(sides: list[tuple[str, Any]]) -> dict[str, list[float]]:
             with torch.no_grad():
-                samples, _ = run_interleaved(sides, sets, clock, cfg, random.Random(seed),
-                                             lambda name, i, out, args: _poison(flatten_outputs(out)), host, probe, cpus)
-            return samples
+                return run_interleaved(sides, sets, clock, cfg, local_rounds(len(sets)),
+                                       lambda name, i, out: _poison(flatten_outputs(out)), host, probe, cpus)
 
         before = clock_info()
         samples = run([("reference", self.reference)])
@@ -384,16 +417,21 @@ class Worker:
         if breaches:
             raise Rejection("hack_detected", f"{when}: {'; '.join(breaches)}")
 
+    def pinned(self) -> AbstractContextManager[Any]:
+        """The CPUs a call of the candidate's runs on: picked as for the timed rounds, whatever the call."""
+        return pinned(self.cfg.timing, self.device.type == "cuda")
+
     def call_candidate(self, xs: list[Any], when: str) -> list[Any]:
-        self.threads.arm()
-        try:
-            with torch.no_grad():
-                out = self.model(*xs)
-            self.sync()
-        except Exception as e:  # noqa: BLE001
-            raise Rejection("runtime_error", f"{when}: " + user_traceback(e, (CANDIDATE_FILE,)), oom=device_oom(e)) from None
-        self.reject_breaches(when, self.threads.cpu_breaches())  # first: the thread checks may wait, adding wall time
-        self.check_threads(when)
+        with self.pinned():
+            self.threads.arm()
+            try:
+                with torch.no_grad():
+                    out = self.model(*xs)
+                self.sync()
+            except Exception as e:  # noqa: BLE001
+                raise Rejection("runtime_error", f"{when}: " + user_traceback(e, (CANDIDATE_FILE,)), oom=device_oom(e)) from None
+            self.reject_breaches(when, self.threads.cpu_breaches())  # first: the thread checks may wait, adding wall time
+            self.check_threads(when)
         self.check_guard(when)
         return flatten_outputs(out)
 
@@ -481,14 +519,15 @@ class Worker:
             xs = runtime.make_inputs(alt, cmd["seed"], self.device, self.dtype)
         except Exception as e:  # noqa: BLE001 - a task that cannot take its own check size is reported
             return {"ok": True, "match": None, "message": "the check size could not be built: " + user_traceback(e, (TASK_FILE, CANDIDATE_FILE))}
-        self.threads.arm()
-        try:
-            with torch.no_grad():
-                got = flatten_outputs(new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in xs]))
-                self.sync()
-        except Exception as e:  # noqa: BLE001
-            return {"ok": True, "match": False, "message": "fails at another size: " + user_traceback(e, (CANDIDATE_FILE,))}
-        self.check_threads("the second-shape call")
+        with self.pinned():
+            self.threads.arm()
+            try:
+                with torch.no_grad():
+                    got = flatten_outputs(new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in xs]))
+                    self.sync()
+            except Exception as e:  # noqa: BLE001
+                return {"ok": True, "match": False, "message": "fails at another size: " + user_traceback(e, (CANDIDATE_FILE,))}
+            self.check_threads("the second-shape call")
         self.check_guard("the second-shape call")
         with torch.no_grad():
             expected = flatten_outputs(ref(*xs))
@@ -498,46 +537,45 @@ class Worker:
     def op_profile(self, cmd: dict[str, Any]) -> dict[str, Any]:
         xs = self.inputs(cmd["seed"])
         self.counter.kernel_names.update(cmd.get("kernel_names", []))  # __global__ names from the source
-        self.threads.arm()
-        with torch.no_grad():
-            # The kernels the reference runs on these inputs: inside a graph the candidate replays, a
-            # kernel of one of their names is a captured PyTorch operator's, whatever the candidate named.
-            library = library_kernels(self.reference, xs) if self.device.type == "cuda" else frozenset()
-            # Three profiled calls, the median by coverage: on a busy CPU one call can be preempted
-            # outside the candidate's kernels and read as low coverage.
-            runs = sorted((profile_call(self.model, xs, self.counter, self.device, library) for _ in range(3)),
-                          key=lambda r: r["coverage"])
+        with self.pinned():
+            self.threads.arm()
+            with torch.no_grad():
+                # The kernels the reference runs on these inputs: inside a graph the candidate replays, a
+                # kernel of one of their names is a captured PyTorch operator's, whatever the candidate named.
+                library = library_kernels(self.reference, xs) if self.device.type == "cuda" else frozenset()
+                # Three profiled calls, the median by coverage: on a busy CPU one call can be preempted
+                # outside the candidate's kernels and read as low coverage.
+                runs = sorted((profile_call(self.model, xs, self.counter, self.device, library) for _ in range(3)),
+                              key=lambda r: r["coverage"])
+            self.check_threads("the profiled call", native=False)  # the profiler starts a thread of its own
         result = runs[1]
-        self.check_threads("the profiled call", native=False)  # the profiler starts a thread of its own
         self.check_guard("the profiled call")
         peak = torch.cuda.max_memory_reserved() if self.device.type == "cuda" else 0
         return {"ok": True, **result, "device_peak_bytes": peak}
 
     def op_time(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """ABAB timing of candidate and reference over fresh inputs, with spot checks; offline (calls
-        back to back) or, with scenario "server", a random untimed pause before every call."""
+        """ABAB timing of candidate and reference over fresh inputs; offline (calls back to back) or,
+        with scenario "server", a random untimed pause before every call. The judge draws each timed
+        round's input set and roll as it starts, and whether to check the candidate's call once it has
+        returned; a checked call's outputs go to the task's trusted worker (rounds.py). Nothing here
+        decides a check or compares."""
         t0 = time.perf_counter()
-        cfg, clock = scenario_clock(self.device, self.cfg.timing, cmd.get("scenario"), cmd["seeds"][0])
+        cfg, clock = scenario_clock(self.device, self.cfg.timing, cmd.get("scenario"))
         sets = self.timing_inputs(cmd["seeds"])
-        spot: dict[str, Any] = {"checked": 0, "failures": []}
-        held: dict[int, list[Any]] = {}
 
-        def after_call(name: str, i: int, out: Any, args: list[Any]) -> None:
+        def rounds(i: int, iters: int) -> tuple[int, int]:
+            a = self.channel.ask("round", i=i, iters=iters)
+            return int(a["set"]), int(a["roll"])
+
+        def after_call(name: str, i: int, out: Any) -> None:
             outs = flatten_outputs(out)
-            if name == "candidate":
-                self.check_threads(f"timed call {i}")
-                if i > 0:
-                    held[i] = outs
+            if name == "reference":
+                _poison(outs)  # the reference's answer never lingers in freed memory
                 return
-            if i > 0 and i in held:
-                got = held.pop(i)
-                m = compare_outputs(got, outs, self.atol, self.rtol)
-                if not m.ok and cmd.get("truth"):  # the correctness stage's rule: the float64 truth decides
-                    m = self.against_truth(got, outs, args, float(cmd.get("truth_factor", 2.0)))
-                spot["checked"] += 1
-                if not m.ok:
-                    spot["failures"].append({"iteration": i, "mismatch": m.describe()})
-            _poison(outs)  # the reference's answer never lingers in freed memory
+            self.check_threads(f"timed call {i}")
+            plain_outputs(outs, f"timed call {i}")  # a lazy result would compute only when checked
+            if i > 0 and self.channel.ask("timed", i=i)["check"]:
+                self.share_checked(i, outs)
 
         before = clock_info()
         t1 = time.perf_counter()
@@ -547,34 +585,31 @@ class Worker:
         cpus: list[int] = []
         with torch.no_grad():
             try:
-                samples, spots = run_interleaved([("candidate", self.model), ("reference", self.reference)], sets,
-                                                 clock, cfg, random.Random(cmd["seeds"][0] ^ 0x5EED), after_call, host,
-                                                 probe, cpus)
+                samples = run_interleaved([("candidate", self.model), ("reference", self.reference)], sets, clock, cfg,
+                                          rounds, after_call, host, probe, cpus, pin_warmup=True)
             except Rejection:
                 raise
             except Exception as e:  # noqa: BLE001
                 raise Rejection("runtime_error", "during timing: " + user_traceback(e, (CANDIDATE_FILE,)), oom=device_oom(e)) from None
         self.check_guard("the timed calls")
-        if spot["failures"]:
-            f = spot["failures"][0]
-            raise Rejection("incorrect", f"output of timed call {f['iteration']} is wrong (caching or deferred work?): {f['mismatch']}")
         t2 = time.perf_counter()
-        return {"ok": True, "samples": samples, "spot_checks": spot["checked"], "spot_iterations": spots,
-                "clocks": {"before": before, "after": clock_info()},
+        return {"ok": True, "samples": samples, "clocks": {"before": before, "after": clock_info()},
                 **host_medians(host, probe, cpus),
                 "phases_s": {"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2}}
 
-
-    def against_truth(self, got: list[Any], outs: list[Any], args: list[Any], k: float) -> Any:
-        """A spot-checked candidate output against the float64 truth of the reference's own inputs of
-        that round (`args`: the parent sends `truth` only where the reference leaves its inputs as they
-        were). Taken only where the plain comparison failed, so a timing run computes it rarely."""
-        if self.exact is None:
-            self.exact = copy.deepcopy(self.reference).to(torch.float64)
-        with torch.no_grad():
-            exact = flatten_outputs(self.exact(*double_inputs(args)))
-        found = against(got, SeedOutputs(outs, truths_for(outs, exact)), self.atol, self.rtol, k)
-        return next((m for m in found if not m.ok), found[0])
+    def share_checked(self, i: int, outs: list[Any]) -> None:
+        """Timed call i's outputs, shared (exchange.py) until the judge's trusted worker has compared
+        them; the judge answers only "go on"."""
+        try:
+            shared = export_outputs(outs, self.memfd)
+        except (ExchangeError, RuntimeError) as e:
+            raise Rejection("judge_error", f"the judge could not share timed call {i}'s outputs for its check: {e}") from None
+        self.held = (outs, shared)
+        try:
+            self.channel.ask("spot_check", i=i, tensors=[d.to_dict() if d else None for d in shared.tensors],
+                             values=[None if isinstance(o, torch.Tensor) else plain(o) for o in outs])
+        finally:
+            self.release()
 
     def op_exit(self, cmd: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
