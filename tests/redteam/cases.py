@@ -285,9 +285,10 @@ CASES: list[Case] = [
              "will be checked, and cheats when not; defence: the judge answers each round once and in order"),
     Case("15_env_and_files", 15, "relu.py", "15_env_and_files.py", "cpu", STATIC,
          why="reads os.environ and saved ref*.pt files; static: import os, open"),
-    Case("15_env_and_files_runtime", 15, "relu.py", "15_env_and_files.py", "cpu", WRONG_OR_HACK,
+    Case("15_env_and_files_runtime", 15, "relu.py", "15_env_and_files.py", "cpu", _s("incorrect", "hack_detected", "runtime_error"),
          config=NO_STATIC,
-         why="same with static off: scratch cwd, scrubbed env, no reference file reachable"),
+         why="same with static off: scratch cwd, scrubbed env, no reference file reachable (the sandbox refuses "
+             "even listing the directories above its scratch: runtime_error)"),
 
     # ---------------------------------------------------------------- 16 uninitialised / OOB
     Case("16_relu_skip_zero_stores", 16, "relu.py", "16_relu_skip_zero_stores.py", "cuda", WRONG,
