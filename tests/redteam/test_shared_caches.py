@@ -42,11 +42,18 @@ def test_inflated_ceilings_do_not_switch_the_floor_off(tmp_path: Path) -> None:
     assert judge.ceilings(refresh=True)["bandwidth_bytes_per_s"] < 1e3 * true
 
 
-def test_a_planted_failed_build_does_not_poison_another_candidates_build(tmp_path: Path) -> None:
+def _planted(cache: Path) -> set[str]:
+    return {p.parent.name for p in (cache / "builds").glob("kc_*/failed.log")
+            if "planted by 29_plant_failed_build" in p.read_text(errors="replace")}
+
+
+def test_a_planted_failed_build_does_not_poison_another_candidates_build(cpu_judge: Judge, cache_dir: Path) -> None:
+    """In the session's cache, where the honest candidate's build may be published already (no C++
+    build of its own on a CI machine): a planted failure must not take its place either way."""
     task = load_task_file(RELU)
-    judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
+    judge, tmp_path = cpu_judge, cache_dir
     judge.evaluate(task, _source("29_plant_failed_build.py"), config=UNCHECKED)
-    planted = {p.parent.name for p in (tmp_path / "builds").glob("kc_*/failed.log")}
+    planted = _planted(tmp_path)
     # Under the sandbox the write never lands; without it, the judge's record of the cache catches it.
     assert bool(planted) is not isolation().complete, "the sandbox let the candidate write the build cache" \
         if planted else "the attack did not run"
