@@ -189,10 +189,11 @@ class Clock:
         return self.host_ms, out
 
 
-def server_pause(qps: float) -> Callable[[], None]:
+def server_pause(qps: float, rng: random.Random | None = None) -> Callable[[], None]:
     """Idle time before each call of the server scenario: exponential with mean 1/QPS, as the gaps
-    between requests of inference traffic (caches and clocks cool between calls)."""
-    rng = random.SystemRandom()
+    between requests of inference traffic (caches and clocks cool between calls). The judge's draws
+    come from the OS (nothing in a candidate's process predicts them); a benchmark may pass its own `rng`."""
+    rng = rng or random.SystemRandom()
 
     def pause() -> None:
         time.sleep(rng.expovariate(qps))
