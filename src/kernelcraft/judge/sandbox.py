@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import functools
 import json
 import os
 import secrets
@@ -42,6 +41,7 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD
 
 
 _PR_SET_CHILD_SUBREAPER = 36
+_SUBREAPER = False  # set once this process is the subreaper of its workers' orphans
 _LIVE: set["ProcessGroup"] = set()  # workers (and builders) not yet closed, so an interrupted run can kill them all
 _TIMED: set["ProcessGroup"] = set()  # workers being timed now: every other live worker or builder is stopped
 _LIVE_LOCK = threading.Lock()
@@ -190,17 +190,21 @@ def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, 
     return launch(argv, scratch, {**env, **confined_env}, **popen)
 
 
-@functools.cache
 def _become_subreaper() -> None:
     """Orphans of this process's descendants come to it, not to init: a confined process's daemon,
     in a session of its own, stays within reach (kill_leftovers)."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    global _SUBREAPER
+    if not _SUBREAPER:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        _SUBREAPER = True
 
 
 def kill_leftovers() -> None:
     """Kill (and reap) what confined processes left running that came to this process as their
     subreaper: children of this process that carry the sandbox's mark (no_new_privs, which no process
     can clear) and are no live worker or builder of its own."""
+    if not _SUBREAPER:  # orphans go to init or a worker's PID namespace: none can come here
+        return
     me = os.getpid()
     for _ in range(50):
         with _LIVE_LOCK:
