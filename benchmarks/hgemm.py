@@ -11,6 +11,8 @@ server) the geometric mean, the median, the win rate (significant wins: outside 
 and the worst shape; and the number of candidates that failed a check (0/1 exact, guard zones,
 random inputs), with the count of every other status (a hack_detected is an audit's reject); and how
 many verdicts the run reused from earlier runs (the same source judged in the same context).
+Target: a geometric mean of at least 1.0x against torch.matmul offline, every candidate that fails a
+check counted, none that fails one shipped.
 Speedups vs TunableOp are the kernel's speedup vs torch.matmul (measured interleaved with it in
 the judge) times TunableOp's time over torch.matmul's (both from one trusted baseline run). The row
 "vs mm alone where slowed" counts a best kernel whose verdict is flagged slowed_reference at its

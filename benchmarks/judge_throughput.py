@@ -3,6 +3,8 @@ parallel builds, per-device timing lock) against the one-process, one-at-a-time 
 KernelBench harness evaluates them. Both start with cold build caches. With --profile, the cost of
 the hardware feedback `optimize` adds: every correct candidate profiled after the pool (ncu where it
 runs, else the PyTorch profiler), one at a time, as optimize does after each correct verdict.
+Target: the pool at least 3x the one-process harness's throughput, and at most 3 s of isolation
+overhead per candidate.
 
     python benchmarks/judge_throughput.py --device cuda --workers 8 --out $OUT [--profile]
 """

@@ -2,7 +2,9 @@
 the real judge on the chosen device, with a tiny randomly initialised local model. Its tokenizer holds
 whole candidates as single tokens (by default the bundled honest candidate for the task and device, plus a
 copy with its output doubled, which the judge does not pass), so the random model's answers reach the judge
-and get different verdicts. Prints episodes per minute and judge seconds per episode.
+and get different verdicts. Prints episodes per minute and judge seconds per episode. Target: the loop
+runs end to end on the device with finite losses and varying rewards, the judge under one second per
+episode.
 
     python benchmarks/rl_throughput.py leaky_relu_clamp --device cuda --steps 3
     python benchmarks/rl_throughput.py rowwise.py --device cpu --candidate fast.py --candidate slow.py

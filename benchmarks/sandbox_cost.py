@@ -2,7 +2,8 @@
 included), one evaluation cold (a new judge: its trusted worker, a worker started for the candidate)
 and warm (the task's trusted worker kept, a spare worker waiting), and the pool's throughput over
 the throughput benchmark's candidates, each with the sandbox on and off (KERNELCRAFT_SANDBOX=off),
-in one call, with cold build caches on both sides.
+in one call, with cold build caches on both sides. Target: at most 10% lower throughput with the sandbox
+on, and every candidate's verdict the same either way.
 
     python benchmarks/sandbox_cost.py --device cuda --out $OUT
 """

@@ -1,7 +1,8 @@
 """Search strategies side by side: the same tasks, the same budget, one fresh workspace per
 strategy (so no strategy reuses another's verdicts), every run through `kernelcraft optimize`.
 Prints, per strategy, fast_1 and fast_1.2, the geometric-mean speedup of solved tasks, judge
-calls, model calls and tokens.
+calls, model calls and tokens. Target: every strategy within the same budget, so that fast_p per
+judge call and per token compares them.
 
 Against a real endpoint:
     python benchmarks/search_compare.py --target examples --device cuda --model NAME --base-url URL \
