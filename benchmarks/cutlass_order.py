@@ -32,7 +32,7 @@ from device_clock import queued_ms  # noqa: E402  (sibling scripts: benchmarks r
 from kernelbench_style import module_from_source  # noqa: E402
 from kernelcraft.judge import TimingConfig  # noqa: E402
 from kernelcraft.judge.timing import Clock  # noqa: E402
-from kernelcraft.search.gemm_cutlass import RASTERS, CutlassConfig, render_cutlass  # noqa: E402
+from kernelcraft.kernels.gemm.cutlass import RASTERS, CutlassConfig, render_cutlass  # noqa: E402
 from kernelcraft.tasks import TaskError, parse_shapes  # noqa: E402
 
 CONFIGS = {  # cuBLAS's commonest Hopper tile (256x128, its cluster 1x2: ours 128x256 with 2 programs along M), both ways

@@ -30,7 +30,7 @@ from hgemm import rows_of, template_runs  # noqa: E402
 from kernelbench_style import module_from_source  # noqa: E402
 from kernelcraft.judge import TimingConfig  # noqa: E402
 from kernelcraft.judge.timing import Clock  # noqa: E402
-from kernelcraft.search.gemm_space import config_from_dict, render_config  # noqa: E402
+from kernelcraft.kernels.gemm import config_from_dict, render_config  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import hgemm_task, parse_shapes  # noqa: E402
 

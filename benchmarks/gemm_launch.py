@@ -10,7 +10,7 @@ counted in full. This benchmark times, per shape and under that same clock:
   tma       a Triton TMA kernel, host descriptors built on every call
   tma_pre   the same, the inputs' descriptors cached by (address, shape, strides) (a cached descriptor
             holds its tensor, so the output's, made per call, is not cached)
-  tmpl      the template strategy's candidate (`gemm_templates.render`), Triton's runner
+  tmpl      the template strategy's candidate (`kernels.gemm.triton.render`), Triton's runner
   tmpl_cpp  the same candidate as judged: after a shape's first call, its kernels launched from C++
   counted   tmpl_cpp with the judge's launch counter wrapped around its extension's functions
   tmpl_tma  the template's descriptor (TMA) variant, same tiles: descriptors made per call, Triton's launcher
@@ -44,8 +44,8 @@ from kernelbench_style import module_from_source  # a sibling script: benchmarks
 from kernelcraft.judge import Judge, TimingConfig
 from kernelcraft.judge.launches import LaunchCounter
 from kernelcraft.judge.timing import Clock
-from kernelcraft.search.gemm_cutlass import CutlassConfig, cutlass_include_dirs, render_cutlass
-from kernelcraft.search.gemm_templates import GemmConfig, render
+from kernelcraft.kernels.gemm import CutlassConfig, GemmConfig, cutlass_include_dirs, render_cutlass
+from kernelcraft.kernels.gemm.triton import render
 from kernelcraft.tasks.hgemm import Shape, hgemm_task, parse_shapes
 
 

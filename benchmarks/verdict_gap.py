@@ -18,8 +18,7 @@ from collections import defaultdict
 
 from stored_runs import template_runs  # a sibling script: benchmarks run as `python benchmarks/X.py`
 
-from kernelcraft.search.gemm_cutlass import CutlassConfig
-from kernelcraft.search.gemm_space import config_of_source
+from kernelcraft.kernels.gemm import CutlassConfig, config_of_source
 from kernelcraft.store import Store
 
 LONG_US = 120.0  # torch.matmul's verdict time above which a shape counts as long

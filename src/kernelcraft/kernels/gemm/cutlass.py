@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..tasks import Shape
-from .gemm_templates import DeviceCaps, TemplateError, template, tile_fit
+from ...tasks import Shape
+from .caps import DeviceCaps
+from .render import TemplateError, template
+from .tiles import tile_fit
 
 VARIANTS = ("cutlass_cooperative", "cutlass_pingpong")
 SCHEDULERS = ("persistent", "streamk")
