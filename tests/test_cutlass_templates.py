@@ -16,10 +16,9 @@ import pytest
 from torch.utils.cpp_extension import include_paths
 
 from kernelcraft.judge import Job, LocalPool, check_source
-from kernelcraft.search.gemm_cutlass import (NVCC_FLAGS, STREAMK_MIN_K, CutlassConfig, cutlass_include_dirs, cutlass_prior,
-                                             cutlass_runs_on, cutlass_space, render_cuda, render_cutlass)
-from kernelcraft.search.gemm_space import config_from_dict, config_of_source, kernel_space, render_config
-from kernelcraft.search.gemm_templates import DeviceCaps, GemmConfig, TemplateError
+from kernelcraft.kernels.gemm import (CutlassConfig, DeviceCaps, GemmConfig, TemplateError, config_from_dict, config_of_source,
+                                      cutlass_include_dirs, cutlass_space, kernel_space, render_config, render_cutlass)
+from kernelcraft.kernels.gemm.cutlass import NVCC_FLAGS, STREAMK_MIN_K, cutlass_prior, cutlass_runs_on, render_cuda
 from kernelcraft.tasks import Shape, hgemm_task
 
 from .conftest import assert_exact_on_two_streams, binary_gemm_inputs, evaluate_all

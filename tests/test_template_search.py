@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from kernelcraft.judge import Job, JudgeConfig, LocalPool, check_source
-from kernelcraft.search.gemm_templates import (VARIANTS, DeviceCaps, GemmConfig, TemplateError, config_space, inline_sum,
-                                               render, shared_memory, supported_variants, triton_has_descriptors)
+from kernelcraft.kernels.gemm import DeviceCaps, GemmConfig, TemplateError, config_space
+from kernelcraft.kernels.gemm.triton import (VARIANTS, inline_sum, render, shared_memory, supported_variants,
+                                             triton_has_descriptors)
 from kernelcraft.tasks import Shape, hgemm_task
 
 from .conftest import assert_exact_on_two_streams, binary_gemm_inputs, evaluate_all

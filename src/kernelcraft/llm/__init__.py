@@ -1,6 +1,8 @@
 """Language-model backends behind one client: OpenAI-compatible endpoints (the `openai` SDK),
 Anthropic (optional extra), replay files and batch files; with concurrency limits, retries,
-timeouts, token and cost accounting, budgets and a response cache. Knows nothing of kernels."""
+timeouts, token and cost accounting, budgets and a response cache; and the files each call is
+recorded in (`recording`: the store writes them, replay and the SFT export read them). Knows
+nothing of kernels."""
 
 from .cache import DirectoryCache, ResponseCache
 from .client import LLMClient, Spend
@@ -8,10 +10,12 @@ from .config import LLMConfig, Price
 from .errors import BatchPending, BudgetExceeded, EndpointError, LLMError, TransientError
 from .factory import make_backend, make_client
 from .limits import DEFAULT_MAX_TOKENS, KNOWN_MAX_TOKENS, known_max_tokens
+from .recording import CallFiles, RecordedCall, RecordingError, read_call, read_reply, replayable_calls, write_call
 from .types import CUT_REASONS, CallRecord, ChatReply, ChatRequest, Completion, Message, Sampling, Usage
 
 __all__ = [
-    "CUT_REASONS", "DEFAULT_MAX_TOKENS", "KNOWN_MAX_TOKENS", "BatchPending", "BudgetExceeded", "CallRecord",
+    "CUT_REASONS", "DEFAULT_MAX_TOKENS", "KNOWN_MAX_TOKENS", "BatchPending", "BudgetExceeded", "CallFiles", "CallRecord",
     "ChatReply", "ChatRequest", "Completion", "DirectoryCache", "EndpointError", "LLMClient", "LLMConfig", "LLMError", "Message",
-    "Price", "ResponseCache", "Sampling", "Spend", "TransientError", "Usage", "known_max_tokens", "make_backend", "make_client",
+    "Price", "RecordedCall", "RecordingError", "ResponseCache", "Sampling", "Spend", "TransientError", "Usage",
+    "known_max_tokens", "make_backend", "make_client", "read_call", "read_reply", "replayable_calls", "write_call",
 ]

@@ -32,8 +32,7 @@ from itertools import combinations
 import numpy as np
 
 from ..judge import Verdict
-from ..search.gemm_cutlass import CutlassConfig
-from ..search.gemm_space import config_of_source
+from ..kernels.gemm import CutlassConfig, config_of_source
 from ..store import Store
 
 SHORT_MS = 0.12  # torch.matmul's time below which a GEMM call is mostly host time (docs/results, 2026-11-25)

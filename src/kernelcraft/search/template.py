@@ -1,4 +1,4 @@
-"""Strategy `template`: no language model. The GEMM templates of `gemm_space` (Triton kernels, and
+"""Strategy `template`: no language model. The GEMM templates of `kernels.gemm` (Triton kernels, and
 CUTLASS kernels on Hopper) are searched per shape with the judge as the scorer: a coarse stage
 judges the first `configs` of the shape's space with a short recipe (few seeds, short timing), a
 fine stage judges the `finalists` fastest again with the run's own recipe; the best fine verdict
@@ -18,10 +18,9 @@ what it had recorded."""
 from __future__ import annotations
 
 from ..judge import normalized_hash
+from ..kernels.gemm import DeviceCaps, KernelConfig, config_from_dict, config_of_source, kernel_space, render_config
 from ..tasks import Shape, Task, shape_of
 from .errors import TaskFailed
-from .gemm_space import KernelConfig, config_from_dict, config_of_source, kernel_space, render_config
-from .gemm_templates import DeviceCaps
 from .strategy import SCREENING, Outcome, TaskContext, register, run_parallel
 
 COARSE, FINE = 0, 1  # the turns of the two stages

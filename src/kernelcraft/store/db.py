@@ -16,7 +16,7 @@ from typing import Any
 
 from ..judge import KernelProfile, Verdict
 from ..judge.verdict import TimingStats
-from ..llm import CallRecord
+from ..llm import CallFiles, CallRecord, RecordedCall, read_reply, write_call
 from ..tasks import Task
 from .schema import MIGRATIONS
 from .skill_tables import SkillTables
@@ -340,10 +340,10 @@ class Store(SkillTables):
 
     def llm_reply(self, call_id: int) -> str | None:
         """The text of a recorded model reply, or None when the call failed."""
-        rows = self._query("SELECT reply_path FROM llm_calls WHERE id=?", (call_id,))
-        if not rows or rows[0][0] is None:
+        rows = self._query("SELECT prompt_path, reply_path FROM llm_calls WHERE id=?", (call_id,))
+        if not rows or rows[0]["reply_path"] is None:
             return None
-        return (self.workspace / rows[0][0]).read_text()
+        return read_reply(CallFiles(self.workspace / rows[0]["prompt_path"], self.workspace / rows[0]["reply_path"]))
 
     # -- verdicts ------------------------------------------------------------------------------
     def record_verdict(self, task: Task, source: str, verdict: Verdict, *, run_id: str | None = None, origin: str = "",
@@ -508,25 +508,9 @@ class Store(SkillTables):
 
     # -- llm calls -----------------------------------------------------------------------------
     def record_llm_call(self, record: CallRecord, run_id: str | None = None) -> int:
-        """A model call with its prompt and reply written as files under the run's directory."""
-        base = self.workspace / "runs" / (run_id or "no-run") / "llm"
-        base.mkdir(parents=True, exist_ok=True)
+        """A model call with its prompt and reply written as files under the run's directory (`llm.write_call`)."""
+        files = write_call(self.workspace / "runs" / (run_id or "no-run") / "llm", RecordedCall.of(record))
         req, reply = record.request, record.reply
-        stem = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        prompt_path = base / f"{stem}.prompt.json"
-        recorded: dict[str, Any] = {
-            "model": req.model, "sample": req.sample, "purpose": req.purpose, "task": req.task,
-            "sampling": dataclasses.asdict(req.sampling), "messages": [dataclasses.asdict(m) for m in req.messages]}
-        if reply is not None:  # with the sampling, what `replay:` needs to answer this request again
-            recorded["usage"] = dataclasses.asdict(reply.usage)
-        prompt_path.write_text(json.dumps(recorded, indent=1))
-        reply_path = reasoning_path = None
-        if reply is not None:
-            reply_path = base / f"{stem}.reply.md"
-            reply_path.write_text(reply.text)
-            if reply.reasoning:
-                reasoning_path = base / f"{stem}.reasoning.md"
-                reasoning_path.write_text(reply.reasoning)
         cur = self._exec(
             "INSERT INTO llm_calls (run_id, purpose, task_key, model, request_key, sample, prompt_tokens, completion_tokens, "
             "cost_usd, latency_s, attempts, cached, error, prompt_path, reply_path, reasoning_tokens, reasoning_path, created_at) "
@@ -534,10 +518,17 @@ class Store(SkillTables):
             (run_id, req.purpose, req.task, reply.model if reply else req.model, req.key(), req.sample,
              reply.usage.prompt_tokens if reply else 0, reply.usage.completion_tokens if reply else 0,
              reply.cost_usd if reply else None, reply.latency_s if reply else None, reply.attempts if reply else 0,
-             int(reply.cached) if reply else 0, record.error, str(prompt_path.relative_to(self.workspace)),
-             str(reply_path.relative_to(self.workspace)) if reply_path else None, reply.usage.reasoning_tokens if reply else 0,
-             str(reasoning_path.relative_to(self.workspace)) if reasoning_path else None, record.started_at or time.time()))
+             int(reply.cached) if reply else 0, record.error, self._relative(files.prompt), self._relative(files.reply),
+             reply.usage.reasoning_tokens if reply else 0, self._relative(files.reasoning), record.started_at or time.time()))
         return int(cur.lastrowid)
+
+    def _relative(self, path: Path | None) -> str | None:
+        return str(path.relative_to(self.workspace)) if path is not None else None
+
+    def call_files(self, call: LLMCallRow) -> CallFiles:
+        """Where a recorded call's files are (read them with `llm.read_call`)."""
+        return CallFiles(self.workspace / call.prompt_path, self.workspace / call.reply_path if call.reply_path else None,
+                         self.workspace / call.reasoning_path if call.reasoning_path else None)
 
     def llm_calls(self, *, run_id: str | None = None) -> list[LLMCallRow]:
         rows = self._query("SELECT * FROM llm_calls" + (" WHERE run_id=?" if run_id else "") + " ORDER BY id",

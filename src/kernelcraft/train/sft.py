@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..agents import parse_choices
 from ..judge import Verdict
+from ..llm import RecordingError, read_call
 from ..search import is_verification
 from ..search.branch import FALLBACK_IDEA
 from ..search.strategy import LLM_ERROR
@@ -162,16 +163,21 @@ class _Unreadable(Exception):
         self.reason: DropReason = reason
 
 
-def read_call(workspace: Path, call: LLMCallRow | None) -> CallText:
-    """A call's prompt and reply from its files; raises _Unreadable with the reason when one is missing."""
-    if call is None or call.reply_path is None or not (workspace / call.reply_path).is_file():
+def call_text(store: Store, call: LLMCallRow | None) -> CallText:
+    """A call's prompt and reply from its files (`llm.read_call`); raises _Unreadable with the reason when one is missing."""
+    if call is None:
+        raise _Unreadable("no_reply")
+    files = store.call_files(call)
+    if not files.answered:
         raise _Unreadable("no_reply")
     try:
-        prompt = json.loads((workspace / call.prompt_path).read_text())
-    except (OSError, ValueError):
+        recorded = read_call(files)
+    except RecordingError:
         raise _Unreadable("no_prompt") from None
-    messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt.get("messages", [])]
-    return CallText(call, messages, (workspace / call.reply_path).read_text(), int(prompt.get("sample", 0)))
+    if recorded.reply is None:  # gone since it was found
+        raise _Unreadable("no_reply")
+    messages = [{"role": m.role, "content": m.content} for m in recorded.messages]
+    return CallText(call, messages, recorded.reply, recorded.sample)
 
 
 def _picked(reply: str, skills: list[str]) -> bool:
@@ -234,7 +240,7 @@ class Collector:
         if judged.reason is not None or a.llm_call_id is None:
             return found
         try:
-            text = read_call(self.store.workspace, calls.get(a.llm_call_id))
+            text = call_text(self.store, calls.get(a.llm_call_id))
         except _Unreadable as e:
             found.reason = e.reason
             return found
@@ -248,7 +254,7 @@ class Collector:
         dropped, latest = [], {}
         for call in calls:  # in id order: a resumed run's repeat comes later
             try:
-                text = read_call(self.store.workspace, call)
+                text = call_text(self.store, call)
             except _Unreadable as e:
                 dropped.append(Candidate(role, call.task_key, run_id, e.reason))
                 continue

@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import EndpointError, LLMError
-from ..types import ChatRequest, Completion, Message, Sampling, Usage
+from ..recording import RecordingError, replayable_calls
+from ..types import ChatRequest, Completion, Usage
 
 
 def _any_model(request: ChatRequest) -> str:
@@ -34,18 +35,12 @@ class Replay:
             self._load_jsonl()
 
     def _load_run(self, folder: Path) -> None:
-        for prompt in sorted(folder.glob("*.prompt.json")):
-            reply = prompt.with_name(prompt.name.removesuffix(".prompt.json") + ".reply.md")
-            if not reply.is_file():
-                continue  # a failed call: nothing to replay
-            try:
-                d = json.loads(prompt.read_text())
-                request = ChatRequest(model=d["model"], messages=tuple(Message(**m) for m in d["messages"]),
-                                      sampling=Sampling(**d["sampling"]), sample=d["sample"])
-                usage = Usage(**d.get("usage", {}))
-            except (ValueError, KeyError, TypeError) as e:
-                raise EndpointError(f"{prompt}: not a recorded prompt ({e})") from None
-            self._keyed[_any_model(request)] = Completion(text=reply.read_text(), usage=usage, model=request.model)
+        try:
+            calls = replayable_calls(folder)
+        except RecordingError as e:
+            raise EndpointError(str(e)) from None
+        for request, completion in calls:
+            self._keyed[_any_model(request)] = completion
 
     def _load_jsonl(self) -> None:
         for n, line in enumerate(self.path.read_text().splitlines(), 1):

@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..tasks import Shape
-from .gemm_templates import DeviceCaps, TemplateError, template, tile_fit
+from ...tasks import Shape
+from .caps import DeviceCaps
+from .render import TemplateError, template
+from .tiles import tile_fit
 
 VARIANTS = ("cutlass_cooperative", "cutlass_pingpong")
 SCHEDULERS = ("persistent", "streamk")
@@ -41,9 +43,9 @@ TILES = {"cutlass_cooperative": ((128, 128), (128, 256), (256, 128)),
 STREAMK_TILES = ((128, 128), (128, 256))
 # The clusters searched: two programs along M sharing B's tiles, or none. A 1x2 cluster (two along N
 # sharing A's) is a configuration a user can ask for, but not searched: kernel time alone under
-# sustained load favoured it on 7 of 11 long shapes (benchmarks/cutlass_order.py), yet under the judge
+# sustained load favoured it on 7 of 11 long shapes (docs/results/2026-11-25-which-kernel-cublas-runs-per-shape-tile.md), yet under the judge
 # it beat the 2x1 by more than a point on 1 of 27 shapes, and with CUTLASS's own tile order it fell
-# to 0.62-0.79x on the four largest (run 20261125-173621-08790f, H100; RESULTS.md, fifteenth session).
+# to 0.62-0.79x on the four largest (run 20261125-173621-08790f, H100; docs/results/2026-11-25-47-shapes-on-one-fast-host-1x2.md).
 CLUSTERS = ((1, 1), (2, 1))
 SWIZZLES = (1, 4)
 # The order in which a persistent program walks its output tiles, an argument like the swizzle (no

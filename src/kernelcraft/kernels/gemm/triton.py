@@ -5,7 +5,6 @@ shape on one device, best guess first; `render` writes one as a complete candida
 
 from __future__ import annotations
 
-import importlib.resources
 import importlib.util
 import itertools
 import math
@@ -14,10 +13,10 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
-import jinja2
-
-from ..judge import DeviceDescription
-from ..tasks import Shape
+from ...tasks import Shape
+from .caps import DeviceCaps
+from .render import TemplateError, template, template_text
+from .tiles import tile_fit
 
 VARIANTS = ("tiled", "persistent", "tma", "tma_persistent")
 SUMMARIES = {
@@ -32,13 +31,10 @@ STAGES = (2, 3, 4, 5)
 SPLITS = (2, 4, 8, 16)
 MAX_ACC_REGISTERS = 128  # fp32 accumulator values per thread beyond which registers spill
 STRONG = 0.8  # configurations whose prior is at least this share of the best one's are ordered first
-# Flops per byte moved above which an fp16 GEMM is compute-bound on Hopper (about 990 TFLOP/s of
-# dense fp16 over 3.35 to 4.8 TB/s of memory bandwidth).
-RIDGE = 256
 # Descriptor kernels launch through Triton's launcher, which builds the descriptors on every call:
 # 27 us more host time per call than the C++ launch of the pointer kernels on small shapes (H200,
-# benchmarks/gemm_launch.py), and a median of 137 us more than torch.matmul on long shapes in the
-# judge's verdicts (H100, judge v6, benchmarks/verdict_gap.py), which the call pays in full. FP16_RATE
+# docs/results/2026-11-21-launch-paths-the-whole-64-shape-gemm.md), and a median of 137 us more than
+# torch.matmul on long shapes in the judge's verdicts (H100, judge v6, report.stored.time_split), which the call pays in full. FP16_RATE
 # turns a shape's work into kernel time for that comparison (dense fp16 a good Hopper kernel sustains).
 TMA_EXTRA_HOST_S = 137e-6
 FP16_RATE = 6e14
@@ -50,10 +46,6 @@ FP16_RATE = 6e14
 INLINE_SUM_ELEMS = 64 * 1024
 _NAMED = re.compile(r"# kernelcraft template GEMM \((tma_persistent|tiled|persistent|tma)_(\d+)x(\d+)x(\d+)_g(\d+)_s(\d+)_w(\d+)"
                     r"(?:_k(\d+))?\)")
-
-
-class TemplateError(ValueError):
-    """A configuration the template cannot render, or one the installed Triton cannot run."""
 
 
 @dataclass(frozen=True)
@@ -102,28 +94,6 @@ class GemmConfig:
         return cls(**d)
 
 
-@dataclass(frozen=True)
-class DeviceCaps:
-    """What the space needs to know of a device: kind, compute capability, SMs, shared memory per
-    block (0: no limit, as in the CPU interpreter)."""
-
-    kind: str
-    capability: tuple[int, int] = (0, 0)
-    sms: int = 1
-    smem_bytes: int = 0
-
-    @classmethod
-    def of(cls, device: DeviceDescription) -> "DeviceCaps":
-        """The caps of the judge's device (for cuda, device 0, as `describe_device` reads it)."""
-        if device.kind != "cuda":
-            return cls(device.kind)
-        import torch
-
-        p = torch.cuda.get_device_properties(0)
-        # one block may take the SM's shared memory less what the driver reserves (1 KB)
-        return cls("cuda", (p.major, p.minor), p.multi_processor_count, p.shared_memory_per_multiprocessor - 1024)
-
-
 @lru_cache(maxsize=1)
 def triton_has_descriptors() -> bool:
     """Whether the installed Triton has host-side tensor descriptors (triton.tools.tensor_descriptor)."""
@@ -137,19 +107,6 @@ def supported_variants(caps: DeviceCaps) -> tuple[str, ...]:
     return VARIANTS if tma else ("tiled", "persistent")
 
 
-@lru_cache(maxsize=1)
-def _launcher_cpp() -> str:
-    return importlib.resources.files("kernelcraft.search").joinpath("templates", "triton_launch.cpp").read_text()
-
-
-@lru_cache(maxsize=None)
-def template(name: str) -> jinja2.Template:
-    """A kernel template of `search/templates` (undefined variables are errors, text kept as written)."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("kernelcraft.search", "templates"),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    return env.get_template(name)
-
-
 def render(config: GemmConfig) -> str:
     """The complete candidate source for `config`. Raises TemplateError for a descriptor variant when
     the installed Triton has no tensor descriptors."""
@@ -158,7 +115,7 @@ def render(config: GemmConfig) -> str:
         raise TemplateError(f"variant {config.variant} needs triton.tools.tensor_descriptor, which the installed Triton lacks")
     return template("triton_gemm.py.j2").render(c=config, name=config.name, summary=SUMMARIES[config.variant], tma=tma,
                                                 persistent=config.variant.endswith("persistent"),
-                                                inline_sum=inline_sum(config), launcher_cpp=_launcher_cpp())
+                                                inline_sum=inline_sum(config), launcher_cpp=template_text("triton_launch.cpp"))
 
 
 def inline_sum(config: GemmConfig) -> bool:
@@ -217,24 +174,6 @@ def prior(c: GemmConfig, shape: Shape, caps: DeviceCaps) -> float:
     if caps.kind != "cuda":  # the interpreter: fewer, larger programs are what is fast
         variant, waves = {"tiled": 1.0, "persistent": 0.9}.get(c.variant, 0.8), 1.0
     return tile_fit(c.block_m, c.block_n, shape, caps) * k_padding * math.sqrt(waves) * stages * block_k * group * split * variant
-
-
-def intensity(shape: Shape) -> float:
-    """Flops per byte an fp16 GEMM moves (multiply-adds per element read or written): above RIDGE it is
-    compute-bound on Hopper."""
-    return shape.m * shape.n * shape.k / (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
-
-
-def tile_fit(block_m: int, block_n: int, shape: Shape, caps: DeviceCaps) -> float:
-    """How well an output tile suits a shape, for priors: little work on padding, and tiles large
-    enough to reuse what they load (on cuda, as much as the GEMM is compute-bound: reuse saves memory
-    traffic)."""
-    tiles_m, tiles_n = math.ceil(shape.m / block_m), math.ceil(shape.n / block_n)
-    padding = (shape.m * shape.n) / (tiles_m * block_m * tiles_n * block_n)
-    reuse = math.sqrt(min(1.0, (block_m * block_n / (block_m + block_n)) / (128 * 256 / 384)))
-    if caps.kind == "cuda":
-        reuse **= min(1.0, intensity(shape) / RIDGE)
-    return padding * reuse
 
 
 def _splits(shape: Shape, tiles: int, block_k: int, caps: DeviceCaps) -> tuple[int, ...]:

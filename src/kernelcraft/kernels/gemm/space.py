@@ -1,5 +1,5 @@
-"""The template search's whole space for one shape: the Triton kernels of `gemm_templates` and the
-CUTLASS kernels of `gemm_cutlass`, one list best guess first, and the way back from a candidate's
+"""The template search's whole space for one shape: the Triton kernels of `triton` and the
+CUTLASS kernels of `cutlass`, one list best guess first, and the way back from a candidate's
 source or a saved dict to its configuration."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ..tasks import Shape
-from .gemm_cutlass import CutlassConfig, cutlass_space, render_cutlass
-from .gemm_templates import RIDGE, DeviceCaps, GemmConfig, config_space, intensity, render
+from ...tasks import Shape
+from .caps import DeviceCaps
+from .cutlass import CutlassConfig, cutlass_space, render_cutlass
+from .tiles import RIDGE, intensity
+from .triton import GemmConfig, config_space, render
 
 KernelConfig = GemmConfig | CutlassConfig
 
