@@ -11,10 +11,10 @@ from .advantages import AdvantageConfig, Estimator, RoleConfig, assign_advantage
 from .config import EnvConfig, RLConfig, RLConfigError
 from .env import KernelEnv, Observation, ReusedVerdicts, StepResult
 from .episode import ROLES, Episode, Role, Step, Trajectory, role_groups
-from .rewards import HACK_FLAGS, CoderReward, RewardConfig, coder_reward, normalize_rewards, selector_reward, summarizer_reward
+from .rewards import CoderReward, RewardConfig, coder_reward, normalize_rewards, selector_reward, summarizer_reward
 
 __all__ = [
-    "HACK_FLAGS", "ROLES", "AdvantageConfig", "CoderReward", "EnvConfig", "Episode", "Estimator", "KernelEnv", "Observation",
+    "ROLES", "AdvantageConfig", "CoderReward", "EnvConfig", "Episode", "Estimator", "KernelEnv", "Observation",
     "RLConfig", "RLConfigError", "ReusedVerdicts", "RewardConfig", "Role", "RoleConfig", "Step", "StepResult", "Trajectory",
     "assign_advantages", "coder_reward", "normalize_rewards", "role_groups", "role_weight", "selector_reward",
     "summarizer_reward",
