@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import IO
 
-from ...judge import Job, JudgeConfig, LocalPool, Result, context_hash, describe_device, normalized_hash
-from ...judge.sandbox import kill_all_workers
-from ...store import Store
-from ...store.db import JobRow
-from ...tasks import Task
+from ..judge import Job, JudgeConfig, LocalPool, Result, context_hash, describe_device, normalized_hash
+from ..judge.sandbox import kill_all_workers
+from ..store import Store
+from ..store.db import JobRow
+from ..tasks import Task
 from .resolve import task_from_record, task_record
 
 RUN_KIND = "serve-judge"  # each service session is a run: its verdicts carry the run's id
