@@ -146,7 +146,7 @@ class VerdictReuse:
         self._answer(claim, judged)
         return replace(claim, owner=False)
 
-    def finish(self, claim: Claim, verdict: Verdict) -> Judged:
+    def finish(self, claim: Claim, verdict: Verdict) -> None:
         """Record the owner's verdict, then answer every caller waiting for it."""
         try:
             vid = self.store.record_verdict(claim.task, claim.source, verdict, run_id=self.run_id, origin=self.origin,
@@ -154,9 +154,7 @@ class VerdictReuse:
         except BaseException as e:
             self.fail(claim, e)
             raise
-        judged = Judged(verdict, vid, reused=False)
-        self._answer(claim, judged)
-        return judged
+        self._answer(claim, Judged(verdict, vid, reused=False))
 
     def fail(self, claim: Claim, error: BaseException) -> None:
         """The owner's evaluation failed: its waiters get `error`; the next equal caller evaluates again."""
