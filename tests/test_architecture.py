@@ -7,7 +7,7 @@ from pathlib import Path
 
 import kernelcraft
 
-ORDER = ["tasks", "judge", "kernels", "llm", "store", "agents", "skills", "search", "train", "report", "pack", "cli"]
+ORDER = ["tasks", "judge", "kernels", "llm", "store", "service", "agents", "skills", "search", "train", "report", "pack", "cli"]
 ROOT = Path(kernelcraft.__file__).parent
 
 

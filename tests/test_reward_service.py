@@ -26,7 +26,7 @@ from kernelcraft.judge import DeviceDescription, Judge, Status, Verdict  # noqa:
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import resolve_task  # noqa: E402
 from kernelcraft.train.rewards import RewardConfig, coder_reward  # noqa: E402
-from kernelcraft.train.service import Health, JobView, JudgeClient, ServiceError  # noqa: E402
+from kernelcraft.service import Health, JobView, JudgeClient, ServiceError  # noqa: E402
 
 from .conftest import FAST  # noqa: E402
 from .test_cli import kc, one_line_error  # noqa: E402
@@ -263,8 +263,8 @@ def test_a_judge_error_is_answered_as_such_and_counted_by_cause(tmp_path: Path) 
     rejects it), and the health route counts such jobs apart from the candidates' verdicts."""
     from fastapi.testclient import TestClient
 
-    from kernelcraft.train.service.app import create_app
-    from kernelcraft.train.service.resolve import task_record
+    from kernelcraft.service.app import create_app
+    from kernelcraft.service.resolve import task_record
 
     task = resolve_task(TASK)
     lost = Verdict(status=Status.JUDGE_ERROR, task=task.key, device="cpu", message="no space left on device")

@@ -16,7 +16,8 @@ from kernelcraft.skills import seed_skills
 from kernelcraft.tasks import Task, task_from_source
 from kernelcraft.train.advantages import AdvantageConfig, assign_advantages
 from kernelcraft.train.config import EnvConfig
-from kernelcraft.train.env import KernelEnv, ReusedVerdicts, chat_ids, play
+from kernelcraft.train.env import KernelEnv, chat_ids, play
+from kernelcraft.train.verdicts import ReusedVerdicts
 from kernelcraft.train.rewards import RewardConfig, coder_reward
 
 from .conftest import FAST

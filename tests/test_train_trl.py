@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 
 from kernelcraft.judge import Judge  # noqa: E402
 from kernelcraft.train.config import RLConfig, RLConfigError  # noqa: E402
-from kernelcraft.train.env import ReusedVerdicts  # noqa: E402
+from kernelcraft.train.verdicts import ReusedVerdicts  # noqa: E402
 from kernelcraft.train.tiny_model import tiny_model  # noqa: E402
 from kernelcraft.judge import Status, TimingStats, Verdict  # noqa: E402
 from kernelcraft.tasks import Task  # noqa: E402

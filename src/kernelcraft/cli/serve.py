@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from ..judge.isolation import isolation
-from ..train.service.config import ServeConfig
+from ..service.config import ServeConfig
 from .app import ConfigOpt, UsageError, WorkspaceOpt, _config, _default, app
 
 TOKEN_ENV = "KERNELCRAFT_JUDGE_TOKEN"
@@ -43,7 +43,7 @@ def serve_judge_cmd(
     insecure: bool = typer.Option(False, "--insecure", help="Serve even where candidates cannot be fully isolated "
                                                               "(README, Security model): only for code you trust."),
 ) -> None:
-    """Serve the judge over HTTP: rollout workers (kernelcraft.train.service.JudgeClient) submit candidates and read
+    """Serve the judge over HTTP: rollout workers (kernelcraft.service.JudgeClient) submit candidates and read
     verdicts. Jobs are kept in the workspace's store: a restarted service finishes what was queued."""
     iso = isolation()
     if not iso.complete and not insecure:
@@ -57,8 +57,8 @@ def serve_judge_cmd(
         first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
         raise UsageError(f"--{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
     try:
-        from ..train.service.queue import WorkspaceBusy
-        from ..train.service.server import CannotListen, serve
+        from ..service.queue import WorkspaceBusy
+        from ..service.server import CannotListen, serve
     except ImportError as e:  # fastapi and uvicorn come with the train extra
         raise UsageError(f"serve-judge needs the train extra ({e.name} is missing): pip install 'kernelcraft[train]'") from None
     try:

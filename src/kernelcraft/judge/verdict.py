@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from .roofline import Roofline
-from .rules import LOW_COVERAGE
 
 STAGES = ("static", "build", "load", "correctness", "timing", "audit")
 
@@ -36,12 +35,43 @@ class StageResult:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+class FlagCode(StrEnum):
+    """Every finding the judge flags. A str enum: judge modules construct flags from the plain codes, and a
+    verdict stored as JSON keeps them as strings."""
+
+    SIDE_STREAM = "side_stream"  # work on CUDA streams other than the timed one
+    NATIVE_THREADS = "native_threads"  # native threads appeared during the candidate's calls
+    SHAPE_SPECIALISED = "shape_specialised"  # sizes hard-coded: wrong at the task's check size
+    BELOW_FLOP_FLOOR = "below_flop_floor"  # faster than the reference's FLOPs allow: an algebraic shortcut, or a hack
+    LOW_COVERAGE = "low_coverage"  # too little time in the candidate's own kernels (rules.LOW_COVERAGE)
+    SLOWED_REFERENCE = "slowed_reference"  # the reference ran slower next to the candidate than alone
+    NOISY_TIMING = "noisy_timing"  # the measurement scattered widely
+    CLOCK_DRIFT = "clock_drift"  # the SM clock moved during timing
+
+
+# Flags that put the timed work itself in doubt: work outside the timed stream.
+UNTIMED_WORK = frozenset({FlagCode.SIDE_STREAM, FlagCode.NATIVE_THREADS})
+# What an RL reward must never pay for (train/rewards.py), or RL learns the trick: untimed work, and sizes hard-coded
+# (wrong at another size). A correct algebraic shortcut (below_flop_floor) is a real win there.
+HACK = UNTIMED_WORK | {FlagCode.SHAPE_SPECIALISED}
+# What keeps a kernel out of a pack (pack/build.py), whose numbers must be the work's own: untimed work, and a time below
+# the FLOP floor. A shape-specialised kernel stays: a pack calls a kernel only at its own shape.
+DOUBTFUL_TIMING = UNTIMED_WORK | {FlagCode.BELOW_FLOP_FLOOR}
+
+
 @dataclass
 class Flag:
-    """A finding that does not reject but a person should see."""
+    """A finding that does not reject but a person should see. An unknown code raises ValueError."""
 
-    code: str
+    code: FlagCode
     message: str
+
+    def __post_init__(self) -> None:
+        try:
+            self.code = FlagCode(self.code)
+        except ValueError:
+            raise ValueError(f"unknown flag code {self.code!r}; the judge's codes are "
+                             f"{', '.join(c.value for c in FlagCode)}") from None
 
 
 @dataclass
@@ -116,12 +146,12 @@ class Verdict:
         if self.speedup is None:
             return None
         speedup = self.speedup if self.significant else 1.0
-        return min(speedup, 1.0) if self.has_flag(LOW_COVERAGE) else speedup
+        return min(speedup, 1.0) if self.has_flag(FlagCode.LOW_COVERAGE) else speedup
 
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)
 
-    def has_flag(self, code: str) -> bool:
+    def has_flag(self, code: FlagCode | str) -> bool:
         return any(f.code == code for f in self.flags)
 
     def to_dict(self) -> dict[str, Any]:

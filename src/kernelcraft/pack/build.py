@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..judge import Verdict, honest_speedup, overstatement
+from ..judge.verdict import DOUBTFUL_TIMING
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, Store
 from ..tasks import Task, shape_of, task_from_source
@@ -21,13 +22,10 @@ from .loader import import_kernel
 from .manifest import PackEntry, PackError, PackExtension, PackManifest
 from .prebuilt import recording
 
-# Flags that put a verdict's time in doubt: such a kernel never goes into a pack. Others stay:
-# "shape_specialised" (wrong at another size) does not matter, as a pack calls a kernel only at its
-# own shape; "noisy_timing" and "clock_drift" are about how well it was measured; "low_coverage"
-# counts 1.00x at most (the judge's rule on library calls), so such a kernel never beats torch.matmul;
-# "slowed_reference" (the reference ran slower next to the kernel than alone) counts the kernel's
-# speedup over the reference alone, as the judge's rule and the RL reward do.
-EXCLUDED_FLAGS = frozenset({"side_stream", "native_threads", "below_flop_floor"})
+# judge.verdict.DOUBTFUL_TIMING keeps a kernel out of a pack. Other flags do not: "noisy_timing" and "clock_drift" are
+# about how well it was measured; "low_coverage" counts 1.00x at most (the judge's rule on library calls), so such a
+# kernel never beats torch.matmul; "slowed_reference" (the reference ran slower next to the kernel than alone) counts
+# the kernel's speedup over the reference alone, as the judge's rule and the RL reward do.
 KERNELS = "kernels"
 RUNTIME = "kcpack"  # the loader's copy inside the pack, importable with only torch and triton
 RUNTIME_FILES = ("loader.py", "manifest.py", "prebuilt.py")
@@ -109,7 +107,7 @@ def _choose(store: Store, attempts: list[AttemptRow]) -> tuple[_Choice | None, s
     while (attempt := best_attempt(remaining)) is not None and (chosen is None or (attempt.speedup or 0.0) > chosen.speedup):
         remaining.remove(attempt)
         verdict = store.verdict(attempt.verdict_id)
-        codes = {f.code for f in verdict.flags} & EXCLUDED_FLAGS
+        codes = {f.code for f in verdict.flags} & DOUBTFUL_TIMING
         if codes:
             flagged |= codes
             continue
@@ -193,7 +191,7 @@ def _compile(out_dir: Path, entries: list[PackEntry], device: str) -> list[PackE
 
 def build_pack(store: Store, run_id: str, out_dir: Path, *, min_speedup: float = 1.0, compile_kernels: bool = False) -> PackManifest:
     """Write a pack of run `run_id`'s GEMM kernels into `out_dir` (new or empty): for each hgemm shape the
-    correct kernel with the best effective speedup whose verdict has no EXCLUDED_FLAGS, if that speedup
+    correct kernel with the best effective speedup whose verdict has no DOUBTFUL_TIMING flag, if that speedup
     is above `min_speedup`; the manifest, a README and the loader (`kcpack`). With `compile_kernels`, every
     kernel is constructed here once and the libraries its load_inline calls build are shipped in the
     pack (so it loads without a compiler); that needs the pack's device. Returns the manifest.

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents import Coder, Planner, SkillSelector, SkillSummarizer
-from ..judge import DeviceDescription, JudgeConfig, KernelProfiler, LocalPool, context_hash
+from ..judge import DeviceDescription, JudgeConfig, KernelProfiler, LocalPool
+from ..judge.reuse import verdict_context
 from ..llm import LLMClient, Spend
 from ..skills import Skill, SkillLibrary
 from ..store import AttemptRow, Store
@@ -162,7 +163,7 @@ class Optimizer:
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
                            stop=self.stop, abort=self.abort, budget=budget,
                            judge_config=self.judge_config, device=self.device, parked=self.parked, profiler=self.profiler,
-                           context=context_hash(task.source, task.meta.to_dict(), self.judge_config, self.device.name))
+                           context=verdict_context(task, self.judge_config, self.device.name))
 
     def _skills(self) -> list[Skill]:
         assert self.library is not None

@@ -1,7 +1,8 @@
 """The interface every search strategy implements, and what a strategy is given for one task.
 
 A strategy decides which prompts to send and which candidates to judge; `TaskContext` does the
-rest the same way for all of them: judging (each distinct source once per task), recording every
+rest the same way for all of them: judging (each distinct source once per verdict context, through
+judge.reuse.VerdictReuse, whose rules the judge service and the RL environment follow too), recording every
 attempt in the store, telling the run's progress display, and stopping when the run must stop.
 Every strategy registers in `STRATEGIES`; a resumed run replays the attempts already recorded
 (`prior_attempt`) and the decisions already saved (`saved`) instead of asking again.
@@ -16,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal, Truncated
-from ..judge import (DeviceDescription, Job, JudgeConfig, KernelProfiler, LocalPool, Result, Status, TaskRules, Verdict,
-                     context_hash, normalized_hash)
+from ..judge import DeviceDescription, Job, JudgeConfig, KernelProfiler, LocalPool, Result, Status, TaskRules, Verdict
+from ..judge.reuse import Judged, VerdictReuse, verdict_context
 from ..llm import BatchPending, CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
@@ -136,8 +137,10 @@ class TaskContext:
     own_run_only: bool = False  # reuse only this run's verdicts (see measured_here)
     parked: ParkedWork = field(default_factory=ParkedWork)  # the run's tally of parked work, shared by its tasks
     profiler: KernelProfiler | None = None  # correct candidates' top kernels for the feedback (None: the roofline alone)
-    _judged: dict[str, "Future[tuple[Verdict, int]]"] = field(default_factory=dict)
-    _judged_lock: threading.Lock = field(default_factory=threading.Lock)
+    _reuse: VerdictReuse = field(init=False)  # each copy (`rejudged`, `measured_here`) has its own evaluations in flight
+
+    def __post_init__(self) -> None:
+        self._reuse = VerdictReuse(self.store, origin="search", run_id=self.run_id)
 
     # -- prompts -------------------------------------------------------------------------------
     @property
@@ -201,44 +204,24 @@ class TaskContext:
         """This task judged with the run's judge settings changed by `overrides` (e.g. a short timing recipe
         for screening): a verdict context of its own, so verdicts are reused only among equal settings."""
         config = self.judge_config.with_overrides(overrides)
-        return dataclasses.replace(self, judge_config=config, _judged={}, _judged_lock=threading.Lock(),
-                                   context=context_hash(self.task.source, self.task.meta.to_dict(), config, self.device.name))
+        return dataclasses.replace(self, judge_config=config, context=verdict_context(self.task, config, self.device.name))
 
     def measured_here(self) -> "TaskContext":
         """This task judged with verdicts of this run only (a resumed run still replays its own): for a
         result picked because an earlier run measured it fastest, whose earlier verdict would report
         the luckiest of several measurements (the winner's curse) rather than a fresh one."""
-        return dataclasses.replace(self, own_run_only=True, _judged={}, _judged_lock=threading.Lock())
+        return dataclasses.replace(self, own_run_only=True)
 
     def judge(self, source: str) -> tuple[Verdict, int]:
         """The verdict (and its stored id) for `source` on this task. A source equal to one already
-        judged in this context, up to comments and whitespace, is not judged again. Raises TaskFailed
-        when the task's reference fails, RunStopped when the judge budget is spent."""
-        key = normalized_hash(source)
-        with self._judged_lock:
-            future = self._judged.get(key)
-            mine = future is None
-            if mine:
-                future = self._judged[key] = Future()
-        if not mine:
-            return future.result()
-        try:
-            future.set_result(self._judge_once(source, key))
-        except BaseException as e:
-            future.set_exception(e)
-            raise
-        return future.result()
+        judged in this context, up to comments and whitespace, is not judged again (judge.reuse's rules).
+        Raises TaskFailed when the task's reference fails, RunStopped when the judge budget is spent."""
+        judged = self._reuse.judge(self.task, source, self.context, lambda: self._evaluate(source),
+                                   only_run=self.run_id if self.own_run_only else None,
+                                   then=lambda j: self._profile(j, source))
+        return judged.verdict, judged.verdict_id
 
-    def _judge_once(self, source: str, norm: str) -> tuple[Verdict, int]:
-        earlier = self.store.reusable_verdict(self.context, norm, self.run_id if self.own_run_only else None)
-        if earlier is not None:
-            verdict, vid = self.store.verdict(earlier), earlier
-        else:
-            verdict, vid = self._judge_fresh(source, norm)
-        self._profile(verdict, vid, source)
-        return verdict, vid
-
-    def _judge_fresh(self, source: str, norm: str) -> tuple[Verdict, int]:
+    def _evaluate(self, source: str) -> Verdict:
         try:
             self.budget.claim_judge_call()
         except RunStopped:
@@ -248,17 +231,15 @@ class TaskContext:
         self._check_abort()
         if result.verdict is None:
             raise TaskFailed(result.error or "the task failed to run")
-        vid = self.store.record_verdict(self.task, source, result.verdict, run_id=self.run_id, origin="search",
-                                        norm_hash=norm, context_hash=self.context)
-        return result.verdict, vid
+        return result.verdict
 
-    def _profile(self, verdict: Verdict, vid: int, source: str) -> None:
+    def _profile(self, judged: Judged, source: str) -> None:
         """A correct candidate's top kernels, once per verdict (a reused verdict keeps its profile), after the
         verdict so none is slowed; while ncu runs here (after a refusal, the roofline alone)."""
-        if not verdict.correct or self.profiler is None or self.profiler.ncu_unavailable() is not None:
+        if not judged.verdict.correct or self.profiler is None or self.profiler.ncu_unavailable() is not None:
             return
-        if self.store.kernel_profile(vid) is None:
-            self.store.record_kernel_profile(vid, self.profiler.profile(self.task, source))
+        if self.store.kernel_profile(judged.verdict_id) is None:
+            self.store.record_kernel_profile(judged.verdict_id, self.profiler.profile(self.task, source))
             self._check_abort()
 
     def feedback(self, verdict: Verdict, vid: int) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..judge import KernelProfile, Verdict
+from ..judge.reuse import NOT_REUSED
 from ..judge.verdict import TimingStats
 from ..llm import CallFiles, CallRecord, RecordedCall, read_reply, write_call
 from ..tasks import Task
@@ -23,9 +24,8 @@ from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
 _BUSY_TIMEOUT_S = 30  # how long a connection waits for another's write lock
-# Verdicts never reused for an equal candidate: a timeout can come from a busy machine rather than
-# the code, a judge_error is the judge's own failure.
-_REUSABLE = "v.status NOT IN ('timeout', 'judge_error')"
+# Verdicts never reused for an equal candidate: judge.reuse.NOT_REUSED (timeouts, judge errors).
+_REUSABLE = f"v.status NOT IN ({', '.join(repr(s.value) for s in sorted(NOT_REUSED))})"
 
 
 class StoreError(Exception):
@@ -393,7 +393,7 @@ class Store(SkillTables):
 
     def reusable_verdict(self, context_hash: str, norm_hash: str, run_id: str | None = None) -> int | None:
         """The latest verdict of a candidate with the same normalized source in the same context, if any
-        (with `run_id`: measured by that run only). Timeouts and judge errors are not reused (see _REUSABLE)."""
+        (with `run_id`: measured by that run only). Timeouts and judge errors are not reused (judge.reuse.NOT_REUSED)."""
         in_run = " AND v.run_id=?" if run_id is not None else ""
         rows = self._query("SELECT v.id FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.context_hash=? "
                            f"AND c.norm_hash=? AND {_REUSABLE}{in_run} ORDER BY v.id DESC LIMIT 1",

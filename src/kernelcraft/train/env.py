@@ -18,17 +18,15 @@ prompt ids, completion ids and a mask (1 on the model's tokens, 0 on the feedbac
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 import torch
 
 from ..agents import Coder, KernelExample, ParseFailure, extract_candidate, parse_choices, parse_drafts, render
-from ..judge import DeviceDescription, JudgeConfig, Status, TaskRules, Verdict, describe_device, normalized_hash
+from ..judge import DeviceDescription, JudgeConfig, Status, TaskRules, Verdict, describe_device
 from ..llm import Message
 from ..search import Exchange, trimmed_history
 from ..search.strategy import PARSE_FAILED
@@ -37,67 +35,9 @@ from ..tasks import Task
 from .config import EnvConfig
 from .episode import Episode, Role, Step, Trajectory
 from .rewards import coder_reward, selector_reward, summarizer_reward
+from .verdicts import Evaluator
 
 Phase = Literal["select", "code", "summarize", "verify", "done"]
-
-
-class Evaluator(Protocol):
-    """What the environment needs of a judge: a Judge, a JudgeClient of the reward service, ReusedVerdicts."""
-
-    def evaluate(self, task: Task, source: str) -> Verdict: ...
-
-
-class ReusedVerdicts:
-    """An evaluator that judges each distinct candidate of a task once (equal up to comments and
-    whitespace) and hands out its verdict again: RL samples repeat candidates often. A re-measurement of an
-    outsized win (`remeasure`) is also taken once per candidate. A judge_error is not kept: the next equal
-    candidate is judged again. Thread-safe."""
-
-    def __init__(self, evaluator: Evaluator) -> None:
-        self.evaluator = evaluator
-        self.config = getattr(evaluator, "config", None)  # a Judge's settings (tolerances), seen through the cache
-        self.evaluations = 0  # new evaluations, and the seconds they took (summed over threads)
-        self.seconds = 0.0
-        self._verdicts: dict[tuple[str, str, bool], Future[Verdict]] = {}
-        self._lock = threading.Lock()
-
-    def evaluate(self, task: Task, source: str) -> Verdict:
-        return self._once(task, source, again=False)
-
-    def remeasure(self, task: Task, source: str) -> Verdict:
-        """A second measurement of `source`, for an outsized win (rewards.coder_reward's `remeasure`)."""
-        return self._once(task, source, again=True)
-
-    def _once(self, task: Task, source: str, again: bool) -> Verdict:
-        key = (task.key, normalized_hash(source), again)
-        with self._lock:
-            future = self._verdicts.get(key)
-            mine = future is None
-            if mine:
-                future = self._verdicts[key] = Future()
-        if mine:
-            try:
-                verdict = self._timed(task, source, again)
-            except BaseException as e:
-                with self._lock:  # a failure is not a verdict: the next caller tries again
-                    del self._verdicts[key]
-                future.set_exception(e)
-            else:
-                if verdict.status is Status.JUDGE_ERROR:  # nor is the judge's own failure: judged again next time
-                    with self._lock:
-                        del self._verdicts[key]
-                future.set_result(verdict)
-        return future.result()
-
-    def _timed(self, task: Task, source: str, again: bool) -> Verdict:
-        started = time.monotonic()
-        try:
-            fresh = getattr(self.evaluator, "remeasure", None) if again else None  # a service asks for a fresh verdict
-            return (fresh or self.evaluator.evaluate)(task, source)
-        finally:
-            with self._lock:
-                self.evaluations += 1
-                self.seconds += time.monotonic() - started
 
 
 @dataclass(frozen=True)

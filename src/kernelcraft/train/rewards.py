@@ -3,7 +3,7 @@
 Coder, from one verdict:
 - a judge_error (the judge failed on its side: a full disk, a lost device...) is no verdict on the candidate:
   no reward, and the turn is rejected (out of the loss and of every baseline), so a trainer skips it;
-- a hack (status hack_detected, or a verdict with one of `hack_flags`) earns only
+- a hack (status hack_detected, or a verdict with one of `hack_flags`, judge.verdict.HACK) earns only
   -hack_penalty: a flagged win must never pay, or RL learns the flag's trick;
 - anything else not correct earns 0;
 - a correct one earns correct_weight + speedup_weight * min(speedup, speedup_cap) + coverage_weight * coverage,
@@ -25,17 +25,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ..judge import LOW_COVERAGE, Status, Verdict, honest_speedup
+from ..judge.verdict import HACK, FlagCode
 from .advantages import zscore
 from .episode import Episode, role_groups
-
-# Flags that mean the timed work was not honest: streams or threads outside the timed one, sizes
-# hard-coded (wrong at the task's check size). Left out: below_flop_floor (a correct algebraic
-# shortcut is a real win), low_coverage (the judge's rule on library calls caps its speedup at 1.0,
-# and the coverage term pays less), noisy_timing and clock_drift (about the measurement, not the
-# kernel), and slowed_reference, which a busy machine raises too: a verdict with it is paid only its
-# speedup over the reference timed alone, and the judge itself rejects a significant win that rests on
-# a slowed reference.
-HACK_FLAGS = ("side_stream", "native_threads", "shape_specialised")
 
 
 class RewardConfig(BaseModel):
@@ -46,7 +38,12 @@ class RewardConfig(BaseModel):
     coverage_weight: float = 0.5
     speedup_cap: float = Field(6.0, gt=0)
     hack_penalty: float = Field(1.0, ge=0)  # subtracted for hack_detected or a hack flag
-    hack_flags: list[str] = Field(default_factory=lambda: list(HACK_FLAGS))
+    # judge.verdict.HACK: untimed work and hard-coded sizes. Left out there: below_flop_floor (a correct algebraic
+    # shortcut is a real win), low_coverage (the judge's rule caps its speedup at 1.0, and the coverage term pays
+    # less), noisy_timing and clock_drift (about the measurement, not the kernel), and slowed_reference, which a busy
+    # machine raises too: a verdict with it is paid only its speedup over the reference timed alone, and the judge
+    # itself rejects a significant win that rests on a slowed reference.
+    hack_flags: list[FlagCode] = Field(default_factory=lambda: sorted(HACK))
     remeasure_above: float = Field(3.0, gt=0)  # speedups above this are re-measured before they are rewarded
     normalize: bool = False  # z-score per (group, role), clipped to +-clip
     clip: float = Field(1.5, gt=0)

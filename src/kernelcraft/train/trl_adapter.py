@@ -38,14 +38,17 @@ from trl.models import unwrap_model_for_generation
 
 from ..judge import Judge, Status
 from ..skills import Skill
+from ..store import Store
 from ..tasks import Task, resolve_task
 from .advantages import Estimator
 from .config import EnvConfig, RLConfig, RLConfigError
-from .env import Evaluator, KernelEnv, ReusedVerdicts, play
+from .env import KernelEnv, play
+from .verdicts import Evaluator, ReusedVerdicts
 from .episode import Episode
 
 
 HUB_NAME = re.compile(r"[\w.-]+(/[\w.-]+)?")  # a model id on the Hugging Face hub
+RUN_KIND = "train-rl"  # a training run in the workspace: the verdicts its own judge measured carry its id
 
 
 def grpo_settings(estimator: Estimator, num_generations: int) -> dict[str, Any]:
@@ -209,14 +212,17 @@ def grpo_args(cfg: RLConfig) -> GRPOConfig:
 
 def train_grpo(cfg: RLConfig, judge: Evaluator | None = None, skills: Sequence[Skill] = ()) -> GRPOResult:
     """Train `cfg.model` with GRPO on `cfg.tasks`, the judge as the reward; the model is saved to
-    `cfg.output_dir`. Without `judge`, a CPU or CUDA judge of the workspace's build cache is used."""
+    `cfg.output_dir`. Without `judge`, a CPU or CUDA judge of the workspace's build cache is used, and the
+    workspace's stored verdicts are reused (the verdicts it measures are stored there, under a run of its own)."""
     if not Path(cfg.model).expanduser().is_dir() and not HUB_NAME.fullmatch(cfg.model):
         raise RLConfigError(f"model {cfg.model!r}: no such checkpoint directory (nor a hub name, owner/name)")
     tasks = [resolve_task(spec).with_sizes(cfg.device, cfg.sizes) for spec in cfg.tasks]
-    own = None
+    own = store = run_id = None
     if judge is None:
         own = Judge(cfg.device, cache_dir=Path(cfg.workspace).resolve() / "cache", config=cfg.judge_config())
-    verdicts = ReusedVerdicts(judge or own)  # type: ignore[arg-type]
+        store = Store(Path(cfg.workspace))
+        run_id = store.start_run(RUN_KIND, {"model": cfg.model, "tasks": cfg.tasks, "device": cfg.device})
+    verdicts = ReusedVerdicts(judge or own, store, run_id=run_id)  # type: ignore[arg-type]
     by_key = {t.key: t for t in tasks}
     dataset = prompt_dataset(tasks, verdicts, cfg.env)
     played: EnvRollout | JudgeReward  # what played the episodes, and keeps them
@@ -238,6 +244,9 @@ def train_grpo(cfg: RLConfig, judge: Evaluator | None = None, skills: Sequence[S
     finally:
         if own is not None:
             own.close()
+        if store is not None and run_id is not None:
+            store.finish_run(run_id)
+            store.close()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     return GRPOResult(Path(cfg.output_dir), trainer.state.global_step, played.episodes, losses,
                       time.monotonic() - started, verdicts.seconds, verdicts.evaluations)

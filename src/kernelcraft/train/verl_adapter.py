@@ -43,7 +43,7 @@ from .config import EnvConfig, RLConfig, RLConfigError
 from .env import KernelEnv, RoleSample, play
 from .episode import Role
 from .rewards import RewardConfig, coder_reward
-from .service import JudgeClient
+from ..service import JudgeClient
 
 try:  # verl is an optional engine: its agent loop exists only where verl is installed
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register

@@ -13,9 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...judge import Status
-from ...store.db import JobRow
-from ...tasks import TaskError
+from ..judge import Status
+from ..store.db import JobRow
+from ..tasks import TaskError
 from .models import API_PREFIX, Health, JobView, SubmitRequest, SubmitResponse
 from .queue import JobQueue
 from .resolve import request_task

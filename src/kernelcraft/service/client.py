@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from ...judge import Verdict
+from ..judge import Verdict
 from .models import API_PREFIX, Health, JobView, SubmitRequest, SubmitResponse
 
 FINISHED = ("done", "failed")

@@ -6,9 +6,9 @@ free (so the queue depth is what waits), and a verdict is recorded before its jo
 a service killed at any moment loses nothing measured, and on the next start the jobs it left
 running go back to the queue.
 
-A candidate equal to one already judged in the same context (same normalized source, task, judge
-settings and device: Store.reusable_verdict, the rule optimize follows) gets that verdict again,
-and equal candidates in flight together are judged once; `fresh` jobs are always judged anew.
+Candidates are judged through judge.reuse.VerdictReuse, as search judges them: a candidate equal to one
+already judged in the same context (same normalized source, task, judge settings and device) gets that
+verdict again, and equal candidates in flight together are judged once; `fresh` jobs are always judged anew.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import sqlite3
 import sys
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
 from functools import partial
 from typing import IO
 
-from ...judge import Job, JudgeConfig, LocalPool, Result, context_hash, describe_device, normalized_hash
-from ...judge.sandbox import kill_all_workers
-from ...store import Store
-from ...store.db import JobRow
-from ...tasks import Task
+from ..judge import Job, JudgeConfig, LocalPool, Result, describe_device
+from ..judge.reuse import Claim, VerdictReuse, verdict_context
+from ..judge.sandbox import kill_all_workers
+from ..store import Store
+from ..store.db import JobRow
+from ..tasks import Task
 from .resolve import task_from_record, task_record
 
 RUN_KIND = "serve-judge"  # each service session is a run: its verdicts carry the run's id
@@ -37,10 +37,8 @@ class WorkspaceBusy(Exception):
     """Another service already serves this workspace's queue."""
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    verdict_id: int | None
-    error: str | None = None
+class _NoVerdict(Exception):
+    """The evaluation gave no verdict; the message is the job's error."""
 
 
 class JobQueue:
@@ -61,8 +59,7 @@ class JobQueue:
         self._slots = threading.Semaphore(self.pool.workers)  # free workers
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._inflight: dict[tuple[str, str], Future[_Outcome]] = {}  # (context, normalized source) being judged
-        self._inflight_lock = threading.Lock()
+        self.reuse = VerdictReuse(store, origin=RUN_KIND)
         self._thread: threading.Thread | None = None
 
     @property
@@ -74,6 +71,7 @@ class JobQueue:
         self.store.requeue_running_jobs()
         self.run_id = self.store.start_run(RUN_KIND, {"device": self.device.kind, "device_name": self.device.name,
                                                       "workers": self.workers, "judge": self.config.to_dict()})
+        self.reuse.run_id = self.run_id
         self._thread = threading.Thread(target=self._dispatch, name="kc-dispatcher", daemon=True)
         self._thread.start()
 
@@ -124,55 +122,38 @@ class JobQueue:
     def _start(self, job: JobRow) -> bool:
         """Begin judging a claimed job, or give it the verdict of an equal candidate; whether it took a worker."""
         task = task_from_record(job.task)
-        norm = normalized_hash(job.source)
-        context = context_hash(task.source, task.meta.to_dict(), self.config, self.device.name)
-        key = (context, norm)
-        with self._inflight_lock:
-            shared = None if job.fresh else self._inflight.get(key)
-            owner = shared is None
-            if owner:
-                earlier = None if job.fresh else self.store.reusable_verdict(context, norm)
-                if earlier is not None:
-                    self.store.finish_job(job.id, earlier, reused=True)
-                    return False
-                shared = Future()
-                if not job.fresh:
-                    self._inflight[key] = shared
-        shared.add_done_callback(partial(self._settle, job.id, not owner))
-        if owner:
-            measured = partial(self._measured, task, job.source, norm, context, shared)
-            self.pool.submit(Job(task, job.source, tag=job.id)).add_done_callback(measured)
-        return owner
+        claim = self.reuse.claim(task, job.source, verdict_context(task, self.config, self.device.name), fresh=job.fresh)
+        claim.when_done(partial(self._settle, job.id))
+        if claim.owner:
+            self.pool.submit(Job(task, job.source, tag=job.id)).add_done_callback(partial(self._measured, claim))
+        return claim.owner
 
-    def _measured(self, task: Task, source: str, norm: str, context: str, shared: Future[_Outcome],
-                  done: Future[Result]) -> None:
-        """A pool evaluation ended: record its verdict, then settle every job waiting on it."""
+    def _measured(self, claim: Claim, done: Future[Result]) -> None:
+        """A pool evaluation ended: record its verdict, which settles every job waiting on it."""
         try:
             if self._stopping.is_set():  # killed by stop(): not a verdict; stop() queues the jobs again
                 return
             try:
                 result = done.result()
                 if result.verdict is None:
-                    outcome = _Outcome(None, f"the task failed to run: {result.error}")
+                    self.reuse.fail(claim, _NoVerdict(f"the task failed to run: {result.error}"))
                 else:
-                    vid = self.store.record_verdict(task, source, result.verdict, run_id=self.run_id, origin=RUN_KIND,
-                                                    norm_hash=norm, context_hash=context)
-                    outcome = _Outcome(vid)
+                    self.reuse.finish(claim, result.verdict)
             except Exception as e:  # noqa: BLE001 - reported on the job, not lost in a pool thread
-                outcome = _Outcome(None, f"internal error: {type(e).__name__}: {e}")
-            with self._inflight_lock:  # after the verdict is stored: a later equal job finds it there
-                if self._inflight.get((context, norm)) is shared:
-                    del self._inflight[(context, norm)]
-            shared.set_result(outcome)
+                if not claim.future.done():
+                    self.reuse.fail(claim, _NoVerdict(f"internal error: {type(e).__name__}: {e}"))
         finally:
             self._slots.release()
 
-    def _settle(self, job_id: int, reused: bool, shared: Future[_Outcome]) -> None:
-        outcome = shared.result()
-        if outcome.verdict_id is not None:
-            self.store.finish_job(job_id, outcome.verdict_id, reused=reused)
+    def _settle(self, job_id: int, claim: Claim) -> None:
+        try:
+            judged = claim.result()
+        except _NoVerdict as e:
+            self.store.fail_job(job_id, str(e))
+        except Exception as e:  # noqa: BLE001 - a failure in the store, or in a verdict reused from it
+            self.store.fail_job(job_id, f"internal error: {type(e).__name__}: {e}")
         else:
-            self.store.fail_job(job_id, outcome.error or "unknown error")
+            self.store.finish_job(job_id, judged.verdict_id, reused=judged.reused)
 
 
 def _lock_workspace(store: Store) -> IO[str]:

@@ -8,8 +8,8 @@ from typing import Callable
 
 import uvicorn
 
-from ...judge import JudgeConfig
-from ...store import Store
+from ..judge import JudgeConfig
+from ..store import Store
 from .app import create_app
 from .config import ServeConfig
 from .queue import JobQueue

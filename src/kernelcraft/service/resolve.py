@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...tasks import Task, TaskError, TaskMeta, resolve_task, task_from_source
+from ..tasks import Task, TaskError, TaskMeta, resolve_task, task_from_source
 from .models import SubmitRequest
 
 
