@@ -32,8 +32,8 @@ import torch
 from torch.utils.cpp_extension import load_inline
 
 from kernelcraft.judge import TimingConfig
-from kernelcraft.judge.launches import LaunchCounter
-from kernelcraft.judge.timing import Clock
+from kernelcraft.judge.worker.launches import LaunchCounter
+from kernelcraft.judge.worker.timing import Clock
 from kernelcraft.search.gemm_cutlass import NVCC_FLAGS, CutlassConfig, cutlass_include_dirs, render_cuda, render_cutlass
 from kernelcraft.tasks.hgemm import parse_shapes
 

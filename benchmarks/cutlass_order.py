@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from device_clock import queued_ms  # noqa: E402  (sibling scripts: benchmarks run as `python benchmarks/X.py`)
 from kernelbench_style import module_from_source  # noqa: E402
 from kernelcraft.judge import TimingConfig  # noqa: E402
-from kernelcraft.judge.timing import Clock  # noqa: E402
+from kernelcraft.judge.worker.timing import Clock  # noqa: E402
 from kernelcraft.search.gemm_cutlass import RASTERS, CutlassConfig, render_cutlass  # noqa: E402
 from kernelcraft.tasks import TaskError, parse_shapes  # noqa: E402
 

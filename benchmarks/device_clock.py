@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from kernelcraft.judge.timing import Clock
+from kernelcraft.judge.worker.timing import Clock
 
 
 def queued_ms(clock: Clock, fn: Callable[..., Any], args: list[Any]) -> float:

@@ -29,7 +29,7 @@ from device_clock import queued_ms  # noqa: E402  (sibling scripts: benchmarks r
 from hgemm import rows_of, template_runs  # noqa: E402
 from kernelbench_style import module_from_source  # noqa: E402
 from kernelcraft.judge import TimingConfig  # noqa: E402
-from kernelcraft.judge.timing import Clock  # noqa: E402
+from kernelcraft.judge.worker.timing import Clock  # noqa: E402
 from kernelcraft.search.gemm_space import config_from_dict, render_config  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import hgemm_task, parse_shapes  # noqa: E402

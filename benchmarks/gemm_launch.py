@@ -42,8 +42,8 @@ import triton.language as tl
 
 from kernelbench_style import module_from_source  # a sibling script: benchmarks run as `python benchmarks/X.py`
 from kernelcraft.judge import Judge, TimingConfig
-from kernelcraft.judge.launches import LaunchCounter
-from kernelcraft.judge.timing import Clock
+from kernelcraft.judge.worker.launches import LaunchCounter
+from kernelcraft.judge.worker.timing import Clock
 from kernelcraft.search.gemm_cutlass import CutlassConfig, cutlass_include_dirs, render_cutlass
 from kernelcraft.search.gemm_templates import GemmConfig, render
 from kernelcraft.tasks.hgemm import Shape, hgemm_task, parse_shapes

@@ -36,9 +36,9 @@ from typing import Iterator
 import torch
 
 from kernelcraft.judge import TimingConfig
-from kernelcraft.judge.coverage import profile_call
-from kernelcraft.judge.launches import LaunchCounter
-from kernelcraft.judge.timing import Clock, host_probe
+from kernelcraft.judge.worker.coverage import profile_call
+from kernelcraft.judge.worker.launches import LaunchCounter
+from kernelcraft.judge.worker.timing import Clock, host_probe
 from kernelcraft.tasks.hgemm import Shape, parse_shapes
 
 SPIN = "while True: pass"
