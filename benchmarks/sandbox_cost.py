@@ -26,7 +26,7 @@ from jobs import throughput_jobs  # noqa: E402
 
 from kernelcraft.judge import Job, Judge, LocalPool  # noqa: E402
 from kernelcraft.judge.isolation import SWITCH_ENV, isolation  # noqa: E402
-from kernelcraft.judge.sandbox import WorkerProcess  # noqa: E402
+from kernelcraft.judge.worker_process import WorkerProcess  # noqa: E402
 
 STARTS = 8
 

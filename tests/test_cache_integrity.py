@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import builds, ceilings
-from kernelcraft.judge.buildcache import BuildError, BuildRecorder, cache_key
 from kernelcraft.judge.builds import BuildBudget, BuildService, BuildTimeout
-from kernelcraft.judge.buildstore import (MARKER, builds_dir, key_dir, library_name, lookup, publish_build,
-                                          publish_failure)
 from kernelcraft.judge.integrity import make_dir
 from kernelcraft.judge.locks import file_lock
+from kernelcraft.judge.protocol import Built
+from kernelcraft.judge.publish import publish_build, publish_failure
+from kernelcraft.judge.worker.buildcache import BuildError, BuildRecorder, cache_key
+from kernelcraft.judge.worker.buildstore import MARKER, builds_dir, key_dir, library_name, lookup
 
 UID = os.geteuid()
 KEY = "0123456789abcdef01234567"
@@ -106,14 +107,14 @@ def test_one_key_is_built_once_however_many_ask_at_once(tmp_path: Path, monkeypa
     tries: list[float] = []
     monkeypatch.setattr(builds, "run_untrusted", _fake_builder(tries, 0.5))
     request = {"request": "build", "arguments": {"cpp_sources": ["int f();"]}}
-    replies: list[dict] = []
+    replies: list[Built] = []
     threads = [threading.Thread(target=lambda: replies.append(_service(tmp_path).answer(request, BuildBudget(60.0))))
                for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert replies == [{"ok": True}] * 3 and len(tries) == 1
+    assert replies == [Built(True)] * 3 and len(tries) == 1
 
 
 def test_a_lock_held_for_ever_stalls_no_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +126,7 @@ def test_a_lock_held_for_ever_stalls_no_build(tmp_path: Path, monkeypatch: pytes
     with file_lock(tmp_path / "locks" / f"build-{key}.lock", 1.0) as held:
         assert held
         t0 = time.monotonic()
-        assert _service(tmp_path).answer(request, BuildBudget(1.0)) == {"ok": True}
+        assert _service(tmp_path).answer(request, BuildBudget(1.0)) == Built(True)
     assert len(tries) == 1 and 0.5 <= time.monotonic() - t0 < 1.0
 
 
@@ -135,7 +136,7 @@ def test_a_request_the_judge_cannot_read_builds_nothing(tmp_path: Path, monkeypa
     for request in ({"request": "build", "arguments": {"cpp_sources": ["x"], "build_directory": "/etc"}},
                     {"request": "build", "arguments": ["x"]}, {"request": "other", "arguments": {}}):
         reply = _service(tmp_path).answer(request, BuildBudget(60.0))
-        assert not reply["ok"] and "could not read the build request" in reply["message"]
+        assert not reply.ok and "could not read the build request" in reply.message
     assert not tries
 
 
@@ -158,7 +159,7 @@ def test_a_link_the_builder_leaves_is_not_followed(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(builds, "run_untrusted", builder)
     reply = _service(tmp_path).answer({"request": "build", "arguments": {"cpp_sources": ["x"]}}, BuildBudget(60.0))
-    assert not reply["ok"] and not reply["machine_fault"] and "left no extension" in reply["message"]
+    assert not reply.ok and not reply.machine_fault and "left no extension" in reply.message
     assert not list(builds_dir(tmp_path).glob("kc_*"))
 
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from kernelcraft.judge.compare import compare_outputs, compare_tensors, within_tolerance
+from kernelcraft.judge.worker.compare import compare_outputs, compare_tensors, within_tolerance
 
 
 def test_every_element_is_compared_and_the_worst_is_located() -> None:

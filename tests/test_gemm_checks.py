@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from kernelcraft.judge import Job, Judge, LocalPool
-from kernelcraft.judge.compare import compare_tensors
-from kernelcraft.judge.guard_zones import CANARY, guard_inputs, guarded_output
+from kernelcraft.judge.worker.compare import compare_tensors
+from kernelcraft.judge.worker.guard_zones import CANARY, guard_inputs, guarded_output
 from kernelcraft.tasks import load_task_file
 from kernelcraft.tasks.runtime import exec_module, make_inputs
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import isolation as iso
-from kernelcraft.judge.confine import BOOT, ENV, Policy
-from kernelcraft.judge.landlock import abi_version
+from kernelcraft.judge.worker.confine import BOOT, ENV, Policy
+from kernelcraft.judge.worker.landlock import abi_version
 
 needs_landlock = pytest.mark.skipif(sys.platform != "linux" or abi_version() < 1, reason="needs Landlock")
 
@@ -58,7 +58,7 @@ def test_the_workers_module_path_and_reads_leave_out_the_cache_and_what_holds_it
     (cache / "scratch").mkdir(parents=True)
     monkeypatch.syspath_prepend(str(project))  # a test runner puts the project's root on the path
     monkeypatch.chdir(tmp_path)
-    pol = iso.policy("kernelcraft.judge.worker", cache / "scratch", cache, read=(cache / "builds",))
+    pol = iso.policy("kernelcraft.judge.worker.loop", cache / "scratch", cache, read=(cache / "builds",))
     assert str(project) not in pol.sys_path and str(tmp_path) not in pol.sys_path
     assert all(not str(cache).startswith(p.rstrip("/") + "/") for p in pol.read), pol.read
     assert "/" not in pol.read

@@ -15,7 +15,7 @@ import pytest
 
 from kernelcraft.judge import STAGES, Job, Judge, LocalPool, Status, TaskRunError
 from kernelcraft.judge import builds
-from kernelcraft.judge.buildcache import BuildError, BuildRecorder
+from kernelcraft.judge.worker.buildcache import BuildError, BuildRecorder
 from kernelcraft.judge.builds import BuildBudget, BuildService
 from kernelcraft.judge.sandbox import live_worker_pids
 from kernelcraft.judge.slowdown import verdict_slowdown
@@ -87,7 +87,7 @@ def test_honest_cpp_candidate_is_correct_and_timed(cpu_judge: Judge) -> None:
 def test_a_floor_reject_measures_the_ceilings_again_first(cache_dir: Path) -> None:
     """A ceiling measured low once (a noisy neighbour) must not turn an honest kernel into a hack."""
     judge = Judge("cpu", cache_dir=cache_dir, config=FAST)
-    judge._ceilings = {**judge.ceilings(), "bandwidth_bytes_per_s": 1e6}  # 1 MB/s: nothing is that slow
+    judge.device_ceilings.known = {**judge.ceilings(), "bandwidth_bytes_per_s": 1e6}  # 1 MB/s: nothing is that slow
     v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message
     assert v.stage("audit").details["ceilings"]["bandwidth_bytes_per_s"] > 1e6
@@ -137,13 +137,14 @@ class _BusyOnce(Judge):
     measurements = 0
     slowed = 100.0
 
-    def _time(self, *args):
-        super()._time(*args)
-        v = args[1]
+    def _time(self, run, *args):
+        stage = super()._time(run, *args)
+        v = run.v
         self.measurements += 1
         if self.measurements == 1:
             v.reference = TimingStats.of([s * self.slowed for s in v.reference.samples_ms])
             v.speedup, v.significant = v.speedup * self.slowed, True
+        return stage
 
 
 class _BusyOnceAfterABusyTrustedTime(_BusyOnce, _ScaledTrustedTime):
@@ -360,8 +361,8 @@ def test_a_pool_evaluates_on_spare_workers_and_stops_them_all(cache_dir: Path, s
     ("_ZNSt6thread5_ImplEv", ("std", "_Impl")),
 ])
 def test_coverage_knows_a_kernel_by_its_function_name_mangled_or_not(name: str, identifier: tuple[str, str]) -> None:
-    from kernelcraft.judge.coverage import is_custom_kernel
-    from kernelcraft.judge.kernel_names import CompiledKernels, kernel_identifier
+    from kernelcraft.judge.worker.coverage import is_custom_kernel
+    from kernelcraft.judge.worker.kernel_names import CompiledKernels, kernel_identifier
 
     assert kernel_identifier(name) == identifier
     assert is_custom_kernel(name, {identifier[1]}, CompiledKernels()) == (identifier[0] not in {"at", "cutlass"})
@@ -377,8 +378,8 @@ def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_i
 
     from torch.autograd import DeviceType
 
-    from kernelcraft.judge.coverage import device_share
-    from kernelcraft.judge.kernel_names import CompiledKernels
+    from kernelcraft.judge.worker.coverage import device_share
+    from kernelcraft.judge.worker.kernel_names import CompiledKernels
 
     def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None, note: bool = False):
         return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),
@@ -422,8 +423,8 @@ def test_kernels_a_cuda_graph_replays_count_as_the_candidates_where_they_are_its
 
     from torch.autograd import DeviceType
 
-    from kernelcraft.judge.coverage import device_share
-    from kernelcraft.judge.kernel_names import CompiledKernels
+    from kernelcraft.judge.worker.coverage import device_share
+    from kernelcraft.judge.worker.kernel_names import CompiledKernels
     from kernelcraft.judge.rules import rule_on_coverage
 
     def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None, note: bool = False):
@@ -496,8 +497,8 @@ def test_a_profiled_call_counts_a_graph_replay_of_its_kernel_as_its_own_launch(m
     import torch
     from torch.autograd import DeviceType
 
-    from kernelcraft.judge.coverage import profile_call
-    from kernelcraft.judge.launches import LaunchCounter
+    from kernelcraft.judge.worker.coverage import profile_call
+    from kernelcraft.judge.worker.launches import LaunchCounter
 
     def event(id_: int, name: str, device: DeviceType, us: float = 0.0, parent=None):
         return SimpleNamespace(id=id_, name=name, device_type=device, time_range=SimpleNamespace(start=0.0, end=us),

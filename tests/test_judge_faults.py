@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from kernelcraft.judge import Judge, JudgeConfig, Status, ceilings
-from kernelcraft.judge.compare import compare_with_truth
-from kernelcraft.judge.exchange import ExchangeError, SharedTensor, export_outputs, import_outputs
-from kernelcraft.judge.expected import Expected, Facts
+from kernelcraft.judge.protocol import Facts
 from kernelcraft.judge.timeouts import command_timeouts
-from kernelcraft.judge.worker import Worker, failure
+from kernelcraft.judge.worker.compare import compare_with_truth
+from kernelcraft.judge.worker.exchange import ExchangeError, SharedTensor, export_outputs, import_outputs
+from kernelcraft.judge.worker.expected import Expected
+from kernelcraft.judge.worker.loop import Worker, failure
 from kernelcraft.tasks import resolve_task, task_from_source
 
 from .conftest import FAST
@@ -113,12 +114,12 @@ def test_cpu_outputs_pass_through_a_memory_file_and_come_back_bit_for_bit() -> N
 def test_a_trusted_workers_lack_of_memory_or_disk_is_a_judge_error_and_a_candidates_is_not() -> None:
     trusted, candidate = Worker(), Worker()
     trusted.role, candidate.role = "reference", "candidate"
-    assert failure(trusted, MemoryError())["status"] == "judge_error"
-    assert failure(trusted, OSError(errno.ENOSPC, "No space left on device"))["status"] == "judge_error"
-    assert failure(trusted, ValueError("bad task"))["status"] == "runtime_error"
-    assert failure(candidate, MemoryError())["status"] == "runtime_error"
+    assert failure(trusted, MemoryError()).status == "judge_error"
+    assert failure(trusted, OSError(errno.ENOSPC, "No space left on device")).status == "judge_error"
+    assert failure(trusted, ValueError("bad task")).status == "runtime_error"
+    assert failure(candidate, MemoryError()).status == "runtime_error"
     oom = failure(candidate, torch.OutOfMemoryError("CUDA out of memory"))
-    assert oom["status"] == "runtime_error" and oom["oom"]
+    assert oom.status == "runtime_error" and oom.oom
 
 
 @pytest.fixture

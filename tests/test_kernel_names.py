@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch.autograd import DeviceType
 
-from kernelcraft.judge.coverage import device_share
-from kernelcraft.judge.kernel_names import CompiledKernels
+from kernelcraft.judge.worker.coverage import device_share
+from kernelcraft.judge.worker.kernel_names import CompiledKernels
 
 # As nvcc registers a CUTLASS-style kernel the candidate instantiates, and a template name longer than the
 # profiler demangles (kineto passes names over 1024 characters on mangled).

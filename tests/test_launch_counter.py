@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import torch
 
-from kernelcraft.judge.coverage import profile_call
-from kernelcraft.judge.launches import LaunchCounter
+from kernelcraft.judge.worker.coverage import profile_call
+from kernelcraft.judge.worker.launches import LaunchCounter
 
 
 def test_an_extension_function_is_counted_in_the_profiled_call_only() -> None:

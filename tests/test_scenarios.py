@@ -13,7 +13,7 @@ import torch
 
 from kernelcraft.judge import Judge, baseline_kind
 from kernelcraft.judge.config import TimingConfig
-from kernelcraft.judge.timing import Clock, server_pause
+from kernelcraft.judge.worker.timing import Clock, server_pause
 from kernelcraft.tasks import load_task_file
 
 from .conftest import FAST

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kernelcraft.judge import check_source
-from kernelcraft.judge.buildcache import trim_compiler_output
+from kernelcraft.judge.worker.buildcache import trim_compiler_output
 
 OK = """
 import torch

@@ -10,9 +10,9 @@ from typing import Iterator
 
 import pytest
 
-from kernelcraft.judge import guards
-from kernelcraft.judge.guards import ThreadWatch
-from kernelcraft.judge.timing import FastCpu, pinned_cpus
+from kernelcraft.judge.worker import guards
+from kernelcraft.judge.worker.guards import ThreadWatch
+from kernelcraft.judge.worker.timing import FastCpu, pinned_cpus
 
 
 @pytest.fixture

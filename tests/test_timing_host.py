@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import Judge, Status
-from kernelcraft.judge.sandbox import WorkerProcess, awake, hold_still, live_worker_pids
-from kernelcraft.judge.timing import FastCpu, pinned
+from kernelcraft.judge.protocol import Done, Exit, Release, SetupDone
+from kernelcraft.judge.sandbox import awake, hold_still, live_worker_pids
+from kernelcraft.judge.worker_process import WorkerProcess
+from kernelcraft.judge.worker.timing import FastCpu, pinned
 from kernelcraft.tasks import resolve_task
 
 from .conftest import FAST
@@ -39,36 +41,36 @@ def stopped(pid: int, within_s: float = 5.0) -> bool:
 
 def test_the_others_stop_while_one_is_timed_and_go_on_after(tmp_path: Path) -> None:
     judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
-    timed, other = judge._new_worker(), judge._new_worker()
+    timed, other = judge.workers.new(), judge.workers.new()
     with timed, other:
         for w in (timed, other):
-            assert judge._setup(w, "reference", None, judge.config)["ok"]
+            assert isinstance(judge.workers.setup(w, "reference", None, judge.config), SetupDone)
         with hold_still(timed):
             assert stopped(other.proc.pid) and state(timed.proc.pid) != "T"
             with WorkerProcess("cpu", 0, tmp_path) as late:  # started while one is timed: it waits too
                 assert stopped(late.proc.pid)
                 # A call with a 0.5 s timeout to a worker stopped for longer still gets its answer.
-                answers: list[dict] = []
-                caller = threading.Thread(target=lambda: answers.append(other.call({"op": "exit"}, timeout=0.5)))
+                answers: list[object] = []
+                caller = threading.Thread(target=lambda: answers.append(other.call(Exit(), timeout=0.5)))
                 caller.start()
                 time.sleep(1.5)
                 assert caller.is_alive() and state(other.proc.pid) == "T"
             assert other.stopped_s() >= 1.5
         caller.join(10)
-        assert answers == [{"ok": True, "nonce": other.nonce}]
+        assert answers == [Done()]
         assert state(timed.proc.pid) != "T"
 
 
 def test_the_trusted_worker_runs_for_a_check_in_a_measurement_and_stops_again_after(tmp_path: Path) -> None:
     judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
-    timed, trusted = judge._new_worker(), judge._new_worker()
+    timed, trusted = judge.workers.new(), judge.workers.new()
     with timed, trusted:
         for w in (timed, trusted):
-            assert judge._setup(w, "reference", None, judge.config)["ok"]
+            assert isinstance(judge.workers.setup(w, "reference", None, judge.config), SetupDone)
         with hold_still(timed):
             assert stopped(trusted.proc.pid)
             with awake(trusted):
-                assert trusted.call({"op": "release"}, timeout=10)["ok"]  # it answers, the others stay stopped
+                assert trusted.call(Release(), timeout=10) == Done()  # it answers, the others stay stopped
             assert stopped(trusted.proc.pid)
         with awake(timed):  # no measurement: nothing to stop after
             pass

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kernelcraft.judge.config import TimingConfig
-from kernelcraft.judge.timing import Clock, local_rounds, run_interleaved
+from kernelcraft.judge.worker.timing import Clock, local_rounds, run_interleaved
 
 
 def _sleeper(first_s: float, then_s: float) -> Any:

@@ -1,4 +1,4 @@
-"""The judge's side of a candidate's timed rounds (judge/rounds.py): it draws every round's inputs and
+"""The judge's side of a candidate's timed rounds (judge/rounds.py, its requests typed in judge/protocol.py): it draws every round's inputs and
 decides every check after the call, out of the candidate's reach, keeps the verdict, and refuses
 requests out of order; a candidate wrong on half the rounds is caught at least 99 times in 100."""
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from kernelcraft.judge.compare import Mismatch
 from kernelcraft.judge.config import TimingConfig
-from kernelcraft.judge.rounds import ProtocolError, TimedRounds
-from kernelcraft.judge.timing import fresh_inputs, local_rounds
+from kernelcraft.judge.protocol import Decided, GoOn, Mismatch, ProtocolError, RoundOutputs
+from kernelcraft.judge.rounds import TimedRounds
+from kernelcraft.judge.worker.timing import fresh_inputs, local_rounds
 
 SHARED = {"tensors": [None], "values": [1.0]}
 
@@ -21,8 +21,8 @@ SHARED = {"tensors": [None], "values": [1.0]}
 def rounds(wrong: set[int] = frozenset(), spot_checks: int = 10, iters: tuple[int, int] = (5, 300)) -> TimedRounds:
     """Rounds whose trusted comparison fails on the rounds in `wrong` (by round number, as the
     worker's requests come)."""
-    def compare(k: int, roll: int, shared: dict[str, Any]) -> list[Mismatch]:
-        assert shared == SHARED
+    def compare(k: int, roll: int, shared: RoundOutputs) -> list[Mismatch]:
+        assert (shared.tensors, shared.values) == (SHARED["tensors"], SHARED["values"])
         i = len(r.rounds) - 1
         return [Mismatch(i not in wrong, reason=f"round {i}")]
     r = TimedRounds(3, spot_checks, iters, compare)
@@ -33,9 +33,9 @@ def measure(r: TimedRounds, iters: int) -> None:
     """The requests an honest worker sends for `iters` timed rounds."""
     for i in range(iters + 1):
         drawn = r({"request": "round", "i": i, "iters": iters})
-        assert 0 <= drawn["set"] < 3 and 0 <= drawn["roll"] < 2**63
-        if i > 0 and r({"request": "timed", "i": i})["check"]:
-            assert r({"request": "spot_check", "i": i, **SHARED}) == {"ok": True}
+        assert 0 <= drawn.set < 3 and 0 <= drawn.roll < 2**63
+        if i > 0 and r({"request": "timed", "i": i}).check:
+            assert r({"request": "spot_check", "i": i, **SHARED}) == GoOn()
     r.finish({"candidate": [1.0] * iters, "reference": [1.0] * iters})
 
 
@@ -92,7 +92,7 @@ def test_a_check_asked_twice_or_unanswered_is_refused() -> None:
     r = rounds(spot_checks=1000)
     r({"request": "round", "i": 0, "iters": 10})
     r({"request": "round", "i": 1, "iters": 10})
-    assert r({"request": "timed", "i": 1})["check"]
+    assert r({"request": "timed", "i": 1}).check
     with pytest.raises(ProtocolError):  # the candidate asking first, to learn whether it is checked
         r({"request": "timed", "i": 1})
     with pytest.raises(ProtocolError):  # the next round before the check was answered
@@ -106,7 +106,7 @@ def test_an_answer_that_does_not_account_for_every_round_is_refused() -> None:
     for i in range(11):
         r({"request": "round", "i": i, "iters": 10})
         if i:
-            assert r({"request": "timed", "i": i}) == {"check": False}
+            assert r({"request": "timed", "i": i}) == Decided(False)
     with pytest.raises(ProtocolError):
         r.finish({"candidate": [1.0] * 9, "reference": [1.0] * 10})
     r.finish({"candidate": [1.0] * 10, "reference": [1.0] * 10})

@@ -17,7 +17,8 @@ import pytest
 
 from kernelcraft.judge import Judge, Status
 from kernelcraft.judge.isolation import isolation
-from kernelcraft.judge.sandbox import WorkerProcess
+from kernelcraft.judge.protocol import Load, Setup, SetupDone
+from kernelcraft.judge.worker_process import WorkerProcess
 from kernelcraft.store import Store
 from kernelcraft.tasks import Task, load_task_file, task_from_source
 
@@ -139,11 +140,10 @@ def test_outside_a_pid_namespace_a_daemon_dies_with_its_worker(tmp_path: Path, k
     session of its own, comes to the judge as its subreaper and is killed when the worker closes."""
     with WorkerProcess("cpu", 0, tmp_path, pid_namespace=False) as w:
         task = relu()
-        answer = w.call({"op": "setup", "role": "candidate", "device": "cpu", "config": RUNTIME.to_dict(), "dtype": "float32",
-                         "atol": 1e-4, "rtol": 1e-4, "init_seed": 0, "cache_dir": str(tmp_path), "judge_uid": os.geteuid(),
-                         "capability": "", "task_source": task.source, "sizes": {}}, timeout=120)
-        assert answer["ok"], answer
-        w.call({"op": "load", "candidate_source": candidate("29_daemon.py"), "task_source": task.source}, timeout=120)
+        answer = w.call(Setup("candidate", "cpu", RUNTIME, "float32", 1e-4, 1e-4, 0, str(tmp_path), os.geteuid(), "",
+                              task.source), timeout=120)
+        assert isinstance(answer, SetupDone), answer
+        w.call(Load(candidate("29_daemon.py"), task.source), timeout=120)
         deadline = time.monotonic() + 20
         while not daemons() and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -5,23 +5,49 @@
     verdict = judge.evaluate(task, source)
     judge.close()  # the tasks' trusted workers and the spare workers
 
-Everything here is the parent (trusted) side; `worker` runs in the sandboxed process, and `profile_driver` in
-the process a kernel profile (`KernelProfiler`, after a verdict) runs.
+The modules here are the parent (trusted) side; `worker/` runs in the sandboxed processes (the worker,
+the builder), `protocol` is what the two sides say to each other, and `profile_driver` runs in the
+process a kernel profile (`KernelProfiler`, after a verdict) runs.
+
+The public names below load lazily (PEP 562): a worker imports `kernelcraft.judge.worker...`, which runs
+this file first, and must not import the pool, the sandbox or the evaluation with it (nor run them before
+it is confined: worker/confine.py).
 """
 
-from .config import DEFAULT_TOLERANCE, JudgeConfig, Timeouts, TimingConfig
-from .device import DeviceDescription, DeviceUnavailable, check_device, describe_device, device_indices
-from .evaluate import JUDGE_VERSION, Judge, baseline_kind, self_check_source, source_hash
-from .kernel_profile import KernelProfile, KernelRecord
-from .normalize import context_hash, normalized_hash, normalized_source
-from .pool import Job, LocalPool, Result
-from .profiler import KernelProfiler
-from .reference import TaskRunError
-from .rules import LOW_COVERAGE, SPEEDUP_CREDIT, TaskRules
-from .roofline import Roofline
-from .slowdown import Slowdown, honest_speedup, overstatement, reference_slowdown
-from .static import StaticReport, check_source
-from .verdict import STAGES, Flag, StageResult, Status, TimingStats, Verdict
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    **dict.fromkeys(['DEFAULT_TOLERANCE', 'JudgeConfig', 'Timeouts', 'TimingConfig'], "config"),
+    **dict.fromkeys(['DeviceDescription', 'DeviceUnavailable', 'check_device', 'describe_device', 'device_indices'], "device"),
+    **dict.fromkeys(['JUDGE_VERSION', 'Judge', 'baseline_kind', 'self_check_source', 'source_hash'], "evaluate"),
+    **dict.fromkeys(['KernelProfile', 'KernelRecord'], "kernel_profile"),
+    **dict.fromkeys(['context_hash', 'normalized_hash', 'normalized_source'], "normalize"),
+    **dict.fromkeys(['Job', 'LocalPool', 'Result'], "pool"),
+    **dict.fromkeys(['KernelProfiler'], "profiler"),
+    **dict.fromkeys(['TaskRunError'], "reference"),
+    **dict.fromkeys(['Roofline'], "roofline"),
+    **dict.fromkeys(['LOW_COVERAGE', 'SPEEDUP_CREDIT', 'TaskRules'], "rules"),
+    **dict.fromkeys(['Slowdown', 'honest_speedup', 'overstatement', 'reference_slowdown'], "slowdown"),
+    **dict.fromkeys(['StaticReport', 'check_source'], "static"),
+    **dict.fromkeys(['Flag', 'STAGES', 'StageResult', 'Status', 'TimingStats', 'Verdict'], "verdict"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "DEFAULT_TOLERANCE", "JUDGE_VERSION", "LOW_COVERAGE", "SPEEDUP_CREDIT", "STAGES", "DeviceDescription", "DeviceUnavailable",

@@ -1,7 +1,7 @@
 """The judge's side of a candidate's extension builds. While it loads, a worker asks for what its
 `load_inline` call would build (a build request: untrusted input). The judge builds each key once, in a
-builder process (builder.py) started through the sandbox like a worker, and publishes the result in
-the shared build cache (buildstore.py), from which the worker then imports it: the candidate's process
+builder process (worker/builder.py) started through the sandbox like a worker, and publishes the result in
+the shared build cache (worker/buildstore.py), from which the worker then imports it: the candidate's process
 never writes the cache, and no build of one candidate can stand in for another's.
 """
 
@@ -19,10 +19,12 @@ from typing import Any
 
 import torch.utils.cpp_extension as cpp_extension
 
-from .buildcache import SET_BY_JUDGE, cache_key, kept_as_failed, machine_failed, trim_compiler_output
-from .buildstore import builds_dir, library_name, lookup, module_name, publish_build, publish_failure
+from .worker.buildcache import SET_BY_JUDGE, cache_key, kept_as_failed, machine_failed, trim_compiler_output
+from .publish import publish_build, publish_failure
+from .worker.buildstore import builds_dir, library_name, lookup, module_name
 from .integrity import read_output
 from .locks import file_lock
+from .protocol import BuildRequest, Built, ProtocolError, decode_request
 from .sandbox import make_scratch, run_untrusted, scrubbed_env
 
 _ARGUMENTS = frozenset(inspect.signature(cpp_extension.load_inline).parameters) - SET_BY_JUDGE
@@ -61,17 +63,21 @@ class BuildService:
     build_jobs: int
     capability: str  # the device's compute capability, part of every key ("" on the CPU)
 
-    def answer(self, request: dict[str, Any], budget: BuildBudget) -> dict[str, Any]:
-        """The reply to a worker's build request: {"ok": True} once the key's build is published (built,
-        or failed the same way before), else {"ok": False, "message", "machine_fault"}. The key is the
-        judge's own, from the arguments. Raises BuildTimeout once `budget` is spent."""
-        arguments = request.get("arguments")
-        if request.get("request") != "build" or not isinstance(arguments, dict) or not set(arguments) <= _ARGUMENTS:
-            return {"ok": False, "message": "the judge could not read the build request (load_inline's arguments expected)"}
+    def answer(self, line: dict[str, Any], budget: BuildBudget) -> Built:
+        """The reply to a worker's build request (a protocol.BuildRequest's line): ok once the key's build is
+        published (built, or failed the same way before), else why not. The key is the judge's own, from the
+        arguments. Raises BuildTimeout once `budget` is spent."""
+        try:
+            request = decode_request(line)
+        except ProtocolError:
+            request = None
+        arguments = request.arguments if isinstance(request, BuildRequest) else None
+        if not isinstance(arguments, dict) or not set(arguments) <= _ARGUMENTS:
+            return Built(False, "the judge could not read the build request (load_inline's arguments expected)")
         key = cache_key(arguments, self.capability)
         builds = builds_dir(self.cache_dir)
         if lookup(builds, key, os.geteuid()) is not None:
-            return {"ok": True}
+            return Built(True)
         # Once per key, across this judge's threads and every judge sharing the cache. A holder that takes
         # more than half of this candidate's time (stuck, or a process holding the lock on purpose) is not
         # waited for: the build goes ahead, and the first published stays.
@@ -79,10 +85,10 @@ class BuildService:
         with file_lock(self.cache_dir / "locks" / f"build-{key}.lock", budget.left / 2):
             budget.spend(time.monotonic() - t0)
             if lookup(builds, key, os.geteuid()) is not None:  # built while this one waited
-                return {"ok": True}
+                return Built(True)
             return self._build(builds, key, arguments, budget)
 
-    def _build(self, builds: Path, key: str, arguments: dict[str, Any], budget: BuildBudget) -> dict[str, Any]:
+    def _build(self, builds: Path, key: str, arguments: dict[str, Any], budget: BuildBudget) -> Built:
         scratch = make_scratch(self.cache_dir, "b-")
         try:
             (scratch / "build").mkdir()
@@ -90,21 +96,21 @@ class BuildService:
                     "error": str(scratch / "error.txt")}
             (scratch / "spec.json").write_text(json.dumps(spec))
             env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, self.build_jobs)
-            code, build_s = run_untrusted("kernelcraft.judge.builder", [str(scratch / "spec.json")], scratch, env,
+            code, build_s = run_untrusted("kernelcraft.judge.worker.builder", [str(scratch / "spec.json")], scratch, env,
                                           self.cache_dir, budget.left)
             budget.spend(build_s)
             library = _left(scratch / "build", library_name(key), _LIBRARY_LIMIT) if code == 0 else None
             if library is None:
                 return _failed(builds, key, code, scratch, build_s)
             publish_build(builds, key, library, build_s)
-            return {"ok": True}
+            return Built(True)
         except OSError as e:  # no room for the scratch directory or the published build, no process left: the machine's
-            return {"ok": False, "message": f"the judge could not build the extension: {e}", "machine_fault": True}
+            return Built(False, f"the judge could not build the extension: {e}", machine_fault=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _failed(builds: Path, key: str, code: int | None, scratch: Path, build_s: float) -> dict[str, Any]:
+def _failed(builds: Path, key: str, code: int | None, scratch: Path, build_s: float) -> Built:
     """The reply for a build that failed; a compiler's diagnostic is published as the key's failure."""
     error = _left(scratch, "error.txt", _OUTPUT_LIMIT) if code == 1 else None
     if error is not None:
@@ -112,7 +118,7 @@ def _failed(builds: Path, key: str, code: int | None, scratch: Path, build_s: fl
         message = trim_compiler_output(output)
         if kept_as_failed(output, message):
             publish_failure(builds, key, message, build_s)
-        return {"ok": False, "message": message, "machine_fault": machine_failed(output)}
+        return Built(False, message, machine_failed(output))
     # Not torch's error: the builder died, or left no extension. Killed outright (and not by the judge),
     # it ran out of memory.
     killed = code == -signal.SIGKILL
@@ -121,7 +127,7 @@ def _failed(builds: Path, key: str, code: int | None, scratch: Path, build_s: fl
     else:
         how = f"exited with code {code}" + (" and left no extension" if code == 0 else "")
     tail = trim_compiler_output((_left(scratch, "output.log", _OUTPUT_LIMIT) or b"").decode(errors="replace"))
-    return {"ok": False, "message": f"the builder {how}" + (f": {tail}" if tail else ""), "machine_fault": killed}
+    return Built(False, f"the builder {how}" + (f": {tail}" if tail else ""), killed)
 
 
 def _left(directory: Path, name: str, limit: int) -> bytes | None:

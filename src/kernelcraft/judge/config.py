@@ -90,7 +90,7 @@ class JudgeConfig:
     allow_tf32: bool = False
     static_checks: bool = True  # off only to test the runtime defences behind them
     second_shape: bool = True  # re-check at the task's "check" size, where it declares one (flag only)
-    # Accuracy against a float64 truth (expected.py): an element passes within the tolerance of the
+    # Accuracy against a float64 truth (worker/expected.py): an element passes within the tolerance of the
     # truth, or within `truth_factor` times the task-dtype reference's own error against it. Where
     # the truth does not apply (or is off), the reference's output is compared with the tolerance.
     truth: bool = True

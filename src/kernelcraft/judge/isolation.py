@@ -1,5 +1,5 @@
 """Parent side of the sandbox: what this machine can isolate a worker with, found once per process,
-and the command and policy each worker starts under (confine.py applies the policy).
+and the command and policy each worker starts under (worker/confine.py applies the policy).
 
 - Another user: where the judge runs as root, workers run as `kernelcraft-worker` (created on first
   use, or named by KERNELCRAFT_WORKER_USER).
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import kernelcraft
 
-from . import landlock
-from .confine import BOOT, ENV, Policy
+from .worker import landlock
+from .worker.confine import BOOT, ENV, Policy
 
 WORKER_USER = "kernelcraft-worker"
 USER_ENV = "KERNELCRAFT_WORKER_USER"
@@ -140,7 +140,7 @@ def isolation() -> Isolation:
     blocked = _unreadable_for_others([sys.executable, sys.prefix, sys.base_prefix, *sys.path[1:], str(_src_root())]) \
         if uid is not None else None
     # Another user cannot run this Python (it lies in root's home, say): workers stay root, with
-    # no capability left (confine.py), which Landlock and the namespaces then hold as they hold a user.
+    # no capability left (worker/confine.py), which Landlock and the namespaces then hold as they hold a user.
     return Isolation(abi, flags, None if blocked else uid, None if blocked else gid, tuple(problems), blocked)
 
 

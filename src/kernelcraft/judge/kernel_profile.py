@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .coverage import kernel_identifier
+from .worker.kernel_names import kernel_identifier
 
 NCU = "ncu"
 TORCH_PROFILER = "torch.profiler"

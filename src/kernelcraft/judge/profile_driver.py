@@ -22,7 +22,7 @@ import torch
 from torch.autograd import DeviceType
 
 from ..tasks import runtime
-from .buildcache import BuildRecorder
+from .worker.buildcache import BuildRecorder
 from .device import describe_device
 from .kernel_profile import OWN_CODE
 
@@ -58,7 +58,7 @@ def main() -> None:
         torch.set_num_threads(spec["threads"])
     dtype = runtime.torch_dtype(spec["dtype"])
     task = runtime.exec_module(spec["task_source"], "task.py", "kernelcraft_task", spec["sizes"])
-    built: list[str] = []  # the extensions' shared objects: which kernels are the candidate's own (kernel_names.py)
+    built: list[str] = []  # the extensions' shared objects: which kernels are the candidate's own (worker/kernel_names.py)
     # The judge's device is this process's device 0: the same capability, so the same build keys.
     BuildRecorder(Path(spec["cache_dir"]), spec["judge_uid"], describe_device(spec["device"], 0).capability,
                   lambda module, functions: built.append(getattr(module, "__file__", None) or ""), ask=None).install()

@@ -21,15 +21,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..tasks import Task
-from .buildstore import builds_dir
 from .config import JudgeConfig
-from .coverage import is_custom_kernel
-from .kernel_names import CompiledKernels
 from .kernel_profile import NCU, OWN_CODE, TORCH_PROFILER, KernelProfile, KernelRecord
 from .locks import device_lock
 from .nsight import errors, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
 from .sandbox import launch, scrubbed_env
 from .static import check_source
+from .worker.buildstore import builds_dir
+from .worker.coverage import is_custom_kernel
+from .worker.kernel_names import CompiledKernels
 
 _SEED = 1234  # inputs for a profile: any will do, and none of the judge's secret seeds
 

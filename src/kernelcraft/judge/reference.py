@@ -1,5 +1,5 @@
 """Trusted reference data for a task on a device (parent side): what the trusted worker learned of
-the reference (expected.Facts), FLOPs and bytes, the reference timed alone, and the trusted worker
+the reference (protocol.Facts), FLOPs and bytes, the reference timed alone, and the trusted worker
 itself, kept alive per task to compare candidates' outputs with the seeds' expected outputs."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .compare import Mismatch
-from .expected import Facts
-from .sandbox import WorkerDied, WorkerProcess, WorkerTimeout, awake
+from .protocol import CompareRound, CompareSeed, Facts, Failure, Mismatch, RoundOutputs, SeedRun, Timed
+from .sandbox import awake
+from .worker_process import WorkerDied, WorkerProcess, WorkerTimeout
 from .verdict import TimingStats
 
 
@@ -73,43 +73,39 @@ class ReferenceServer:
         with self._users_lock:
             return self._users == 0
 
-    def compare(self, kind: str, index: int, run: dict[str, Any], candidate: WorkerProcess, tolerance: tuple[float, float],
+    def compare(self, kind: str, index: int, run: SeedRun, candidate: WorkerProcess, tolerance: tuple[float, float],
                 truth_factor: float, timeout: float) -> list[Mismatch]:
-        """One seed's outputs as the candidate's worker shared them (`run`: its run_seed answer) against
-        what they should be. Raises JudgeFault when the trusted worker fails; a description the
-        candidate's process forged or broke comes back as a mismatch marked `forged`."""
-        cmd = {"op": "compare", "kind": kind, "index": index, "k": truth_factor}
-        return self._compare(cmd, run, candidate, tolerance, timeout)
+        """One seed's outputs as the candidate's worker shared them (`run`: its answer) against what they
+        should be. Raises JudgeFault when the trusted worker fails; a description the candidate's process
+        forged or broke comes back as a mismatch marked `forged`."""
+        cmd = CompareSeed(run.tensors, run.values, tolerance[0], tolerance[1], _on_cpu(run.tensors), kind=kind, index=index,
+                          k=truth_factor)
+        return self._compare(cmd, candidate, timeout)
 
-    def spot_check(self, check: SpotCheck, shared: dict[str, Any], candidate: WorkerProcess, timeout: float) -> list[Mismatch]:
-        """A timed call's outputs as the candidate's worker shared them (`shared`: tensors and values)
-        against the reference on that round's inputs, which the trusted worker makes from its own copy
-        of the input set. Runs while the measurement holds the other workers still (the timed worker
-        waits for it); failures as `compare`'s."""
-        cmd = {"op": "spot_check", "seed": check.seed, "roll": check.roll, "fresh": check.fresh, "truth": check.truth,
-               "k": check.k}
+    def spot_check(self, check: SpotCheck, shared: RoundOutputs, candidate: WorkerProcess, timeout: float) -> list[Mismatch]:
+        """A timed call's outputs as the candidate's worker shared them against the reference on that
+        round's inputs, which the trusted worker makes from its own copy of the input set. Runs while the
+        measurement holds the other workers still (the timed worker waits for it); failures as `compare`'s."""
+        cmd = CompareRound(shared.tensors, shared.values, check.tolerance[0], check.tolerance[1], _on_cpu(shared.tensors),
+                           seed=check.seed, roll=check.roll, fresh=check.fresh, truth=check.truth, k=check.k)
         with awake(self.worker):
-            return self._compare(cmd, shared, candidate, check.tolerance, timeout)
+            return self._compare(cmd, candidate, timeout)
 
-    def _compare(self, cmd: dict[str, Any], shared: dict[str, Any], candidate: WorkerProcess, tolerance: tuple[float, float],
-                 timeout: float) -> list[Mismatch]:
-        cpu = any(isinstance(t, dict) and t.get("file_offset") is not None for t in shared["tensors"])
-        cmd = {**cmd, "tensors": shared["tensors"], "values": shared["values"], "atol": tolerance[0], "rtol": tolerance[1],
-               "memfd": cpu}
+    def _compare(self, cmd: CompareSeed | CompareRound, candidate: WorkerProcess, timeout: float) -> list[Mismatch]:
         with self.lock:
             try:
-                if cpu:
+                if cmd.memfd:
                     self.worker.send_fd(candidate.memfd)
                 a = self.worker.call(cmd, timeout=timeout)
             except (WorkerDied, WorkerTimeout, OSError) as e:
                 raise JudgeFault(f"the trusted reference worker of {self.where} failed while comparing: {e}",
                                  reference=True) from None
-        if not a["ok"]:
-            if a["status"] == "hack_detected":
-                return [Mismatch(False, reason=a["message"], forged=True)]
-            raise JudgeFault(f"the trusted reference worker of {self.where} failed while comparing: {a['message']}",
+        if isinstance(a, Failure):
+            if a.status == "hack_detected":
+                return [Mismatch(False, reason=a.message, forged=True)]
+            raise JudgeFault(f"the trusted reference worker of {self.where} failed while comparing: {a.message}",
                              reference=True)
-        return [Mismatch(**m) for m in a["mismatches"]]
+        return a.mismatches
 
     def close(self) -> None:
         self.worker.close()
@@ -164,6 +160,16 @@ class ReferenceData:
         f = self.facts
         candidate = (input_sets + 3) * f.input_bytes + 3 * f.output_bytes + self.param_bytes + (1 << 30)
         return candidate + f.peak_bytes + f.input_bytes
+
+
+def side(answer: Timed, name: str) -> TimingStats:
+    """One side's statistics from a timing answer, with its host time and the host probe."""
+    return TimingStats.of(answer.samples[name], answer.host_ms.get(name), answer.probe_ms)
+
+
+def _on_cpu(tensors: list[Any]) -> bool:
+    """Outputs shared in a memory file (the CPU's), which goes to the trusted worker over the socket."""
+    return any(isinstance(t, dict) and t.get("file_offset") is not None for t in tensors)
 
 
 _ITEMSIZE = {"torch.float64": 8, "torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.int64": 8,

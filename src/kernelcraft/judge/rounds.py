@@ -1,4 +1,4 @@
-"""The judge's side of a candidate's timed rounds (worker side: Worker.op_time).
+"""The judge's side of a candidate's timed rounds (worker side: worker/candidate_ops.py, op_time).
 
 Nothing the candidate's process holds predicts a round, or tells it whether a call will be checked:
 - "round" (i, iters), as round i starts: the judge draws its input set and roll (the seed of its shifts).
@@ -6,11 +6,11 @@ Nothing the candidate's process holds predicts a round, or tells it whether a ca
   it, each round with probability spot_checks / iters, so no round (the last ones included) is known
   to go unchecked.
 - "spot_check" (i, tensors, values), for a round the judge checks: the call's outputs, shared as in
-  correctness (exchange.py). The task's trusted worker makes that round's inputs again from its own
+  correctness (worker/exchange.py). The task's trusted worker makes that round's inputs again from its own
   input set and compares the reference's outputs on them with the candidate's. The verdict stays
   here: the worker is told only to go on.
-Requests are untrusted (the candidate can write one): any out of order, or past the configured
-rounds, is a ProtocolError, and the command's answer must account for every round drawn.
+Requests (protocol.RoundStart, RoundTimed, RoundOutputs) are untrusted (the candidate can write one):
+any out of order, or past the configured rounds, is a ProtocolError, and the command's answer must account for every round drawn.
 """
 
 from __future__ import annotations
@@ -19,11 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .compare import Mismatch
-
-
-class ProtocolError(Exception):
-    """The worker's requests broke the order of the rounds (forged by the candidate?)."""
+from .protocol import Decided, Drawn, GoOn, Mismatch, ProtocolError, Reply, RoundOutputs, RoundStart, RoundTimed, decode_request
 
 
 @dataclass
@@ -37,7 +33,7 @@ class Round:
 
 
 # (input set, roll, the worker's request with the shared outputs) -> one Mismatch per output
-Compare = Callable[[int, int, dict[str, Any]], list[Mismatch]]
+Compare = Callable[[int, int, RoundOutputs], list[Mismatch]]
 
 
 class TimedRounds:
@@ -58,20 +54,19 @@ class TimedRounds:
     def checked(self) -> int:
         return sum(r.answered for r in self.rounds)
 
-    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
-        kind = request.get("request")
-        i = request.get("i")
-        if type(i) is not int:
-            raise ProtocolError(f"a {str(kind)[:20]!r} request without a round number")
-        if kind == "round":
-            return self._start(i, request.get("iters"))
-        if kind == "timed":
-            return self._decide(i)
-        if kind == "spot_check":
-            return self._check(i, request)
-        raise ProtocolError(f"an unknown request {str(kind)[:40]!r} during timing")
+    def __call__(self, line: dict[str, Any]) -> Reply:
+        request = decode_request(line)
+        if type(request.i) is not int:
+            raise ProtocolError(f"a {type(request).KIND!r} request without a round number")
+        if isinstance(request, RoundStart):
+            return self._start(request.i, request.iters)
+        if isinstance(request, RoundTimed):
+            return self._decide(request.i)
+        if isinstance(request, RoundOutputs):
+            return self._check(request)
+        raise ProtocolError(f"an unknown request {type(request).KIND!r} during timing")
 
-    def _start(self, i: int, iters: Any) -> dict[str, Any]:
+    def _start(self, i: int, iters: Any) -> Drawn:
         if type(iters) is not int or not self.lowest <= iters <= self.highest or self.iters not in (None, iters):
             raise ProtocolError(f"round {i} of {iters!r}: the configuration allows {self.lowest} to {self.highest} rounds, "
                                 f"and one number for all")
@@ -80,29 +75,29 @@ class TimedRounds:
         self.iters = iters
         r = Round(self.rng.randrange(self.sets), self.rng.getrandbits(63))
         self.rounds.append(r)
-        return {"set": r.set, "roll": r.roll}
+        return Drawn(r.set, r.roll)
 
-    def _decide(self, i: int) -> dict[str, Any]:
+    def _decide(self, i: int) -> Decided:
         if i <= 0 or i != len(self.rounds) - 1 or self.rounds[i].check is not None:
             raise ProtocolError(f"timed call {i} reported out of order")
         r = self.rounds[i]
         r.check = self.rng.random() * self.iters < self.spot_checks
-        return {"check": r.check}
+        return Decided(r.check)
 
-    def _check(self, i: int, request: dict[str, Any]) -> dict[str, Any]:
+    def _check(self, request: RoundOutputs) -> GoOn:
+        i, tensors, values = request.i, request.tensors, request.values
         if i != len(self.rounds) - 1 or not self.rounds[i].check or self.rounds[i].answered:
             raise ProtocolError(f"outputs of timed call {i} sent unasked")
-        tensors, values = request.get("tensors"), request.get("values")
         if not (isinstance(tensors, list) and isinstance(values, list) and len(tensors) == len(values)
                 and all(t is None or isinstance(t, dict) for t in tensors)):
             raise ProtocolError(f"the outputs of timed call {i} are not described as shared outputs are")
         r = self.rounds[i]
-        found = self.compare(r.set, r.roll, {"tensors": tensors, "values": values})
+        found = self.compare(r.set, r.roll, request)
         r.answered = True
         bad = next((m for m in found if not m.ok), None)
         if bad is not None and self.failure is None:
             self.failure = (i, bad)
-        return {"ok": True}
+        return GoOn()
 
     def _done(self, i: int) -> bool:
         """Round i is over as far as the judge is concerned: decided (unless the discarded one) and, if checked, compared."""
@@ -119,4 +114,4 @@ class TimedRounds:
             raise ProtocolError(f"the timing reported other than {n} samples a side")
 
 
-__all__ = ["Compare", "ProtocolError", "Round", "TimedRounds"]
+__all__ = ["Compare", "Round", "TimedRounds"]

@@ -1,6 +1,7 @@
-"""Parent side of isolation: one fresh worker process per candidate (or trusted reference), and one
-builder process per extension a candidate asks the judge to build (builds.py). Both start confined
-in `launch_confined` (isolation.py: another user, namespaces, Landlock, isolated Python).
+"""Parent side of isolation: the untrusted processes, one fresh worker per candidate (or trusted
+reference: worker_process.py), and one builder per extension a candidate asks the judge to build
+(builds.py). Both start confined in `launch_confined` (isolation.py: another user, namespaces,
+Landlock, isolated Python).
 
 The worker gets its own scratch directory as cwd, HOME and build directory, a scrubbed environment
 (no API keys), its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which
@@ -16,20 +17,15 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
-import secrets
-import select
-import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import kernelcraft
 
@@ -66,7 +62,7 @@ def live_worker_pids() -> set[int]:
 
 
 @contextmanager
-def hold_still(timed: "WorkerProcess") -> Iterator[None]:
+def hold_still(timed: "ProcessGroup") -> Iterator[None]:
     """While `timed` is measured, stop every other live worker's process group (SIGSTOP: their
     builds, compilers and start-ups wait) and continue them when no worker is timed any more.
     Their call timeouts do not count the stopped time. Workers of other devices' judges in this
@@ -87,7 +83,7 @@ def hold_still(timed: "WorkerProcess") -> Iterator[None]:
 
 
 @contextmanager
-def awake(w: "WorkerProcess") -> Iterator[None]:
+def awake(w: "ProcessGroup") -> Iterator[None]:
     """`w` runs while a measurement holds the others still (the trusted worker, for a spot check the
     timed worker waits on), and is stopped again after if a measurement still does."""
     with _LIVE_LOCK:
@@ -105,20 +101,6 @@ def awake(w: "WorkerProcess") -> Iterator[None]:
                 else:  # every measurement ended meanwhile: all go on, as hold_still leaves them
                     for other in _LIVE:
                         other._cont()
-
-
-class WorkerTimeout(Exception):
-    pass
-
-
-class WorkerDied(Exception):
-    """The worker's process ended. `outside`: killed by SIGKILL that the judge did not send (the
-    kernel's out-of-memory killer, or an operator), which is no verdict on what it ran."""
-
-    def __init__(self, message: str, returncode: int | None, outside: bool = False) -> None:
-        super().__init__(message)
-        self.returncode = returncode
-        self.outside = outside
 
 
 def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path, build_jobs: int) -> dict[str, str]:
@@ -145,17 +127,6 @@ def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path,
         env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
                    MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 40))
     return env
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the worker stopped answering"
-    if code < 0:
-        try:
-            return f"the worker was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"the worker was killed by signal {-code}"
-    return f"the worker exited with code {code}"
 
 
 def make_scratch(cache_dir: Path, prefix: str) -> Path:
@@ -283,6 +254,11 @@ class ProcessGroup:
             self._stopped_s += time.monotonic() - self._stopped_at
             self._stopped_at = None
 
+    def is_stopped(self) -> bool:
+        """Stopped by hold_still now (it would answer only after the measurement)."""
+        with _LIVE_LOCK:
+            return self._stopped_at is not None
+
     def stopped_s(self) -> float:
         """Seconds this group has spent stopped by hold_still, so far."""
         with _LIVE_LOCK:
@@ -325,135 +301,3 @@ def run_untrusted(module: str, args: list[str], scratch: Path, env: dict[str, st
     finally:
         group.kill()
         group.forget()
-
-
-class WorkerProcess(ProcessGroup):
-    """A sandboxed worker; use as a context manager so its process group always dies."""
-
-    def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1,
-                 pid_namespace: bool | None = None) -> None:
-        """`pid_namespace`: whether the worker gets a PID namespace of its own; by default on the CPU only
-        (isolation.command says why)."""
-        self.scratch = make_scratch(cache_dir, "w-")
-        self.nonce = secrets.token_hex(16)
-        self.started = time.perf_counter()
-        read_fd, write_fd = os.pipe()
-        # A Unix socket to pass it other workers' memory files (a trusted worker comparing CPU outputs),
-        # and its own memory file, where its CPU outputs are handed over (exchange.py).
-        self._fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.memfd = os.memfd_create("kc-outputs", os.MFD_CLOEXEC)
-        self._log = open(self.scratch / "worker.log", "wb")
-        proc = launch_confined(
-            "kernelcraft.judge.worker", [str(write_fd), str(child_socket.fileno()), str(self.memfd)],
-            self.scratch, scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), cache_dir,
-            pid_namespace=device != "cuda" if pid_namespace is None else pid_namespace,
-            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd, child_socket.fileno(), self.memfd),
-        )
-        os.close(write_fd)
-        child_socket.close()
-        self._fd = read_fd
-        self._buf = b""
-        super().__init__(proc)
-
-    def __enter__(self) -> "WorkerProcess":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def log_tail(self, n: int = 2000) -> str:
-        try:
-            self._log.flush()
-            data = (self.scratch / "worker.log").read_bytes()
-        except OSError:
-            return ""
-        return data[-n:].decode(errors="replace").strip()
-
-    def _send(self, message: dict[str, Any]) -> None:
-        try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise WorkerDied(_describe_exit(self.proc.wait(timeout=5)), self.proc.returncode) from None
-
-    def call(self, cmd: dict[str, Any], timeout: float,
-             on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Send one command; wait at most `timeout` seconds for its answer, not counting the time the
-        worker was stopped while another was timed, nor the time `on_request` took. Before its answer
-        the worker may ask the judge for things it must not do itself (a line with "request"):
-        `on_request` answers each, and a request the command does not expect kills the worker. A
-        request is untrusted input: the candidate can write one as well as the worker can."""
-        if cmd["op"] == "setup":
-            cmd = {**cmd, "nonce": self.nonce}
-        self._send(cmd)
-        deadline = time.monotonic() + timeout - self.stopped_s()
-        while True:
-            answer = self._read_line(deadline, timeout)
-            if "request" not in answer:
-                return answer
-            if on_request is None:
-                self.kill()
-                raise WorkerDied(f"the worker asked for {str(answer['request'])[:40]!r}, which this command does not expect", None)
-            t0 = time.monotonic()
-            reply = on_request(answer)
-            deadline += time.monotonic() - t0
-            self._send(reply)
-
-    def _read_line(self, deadline: float, timeout: float) -> dict[str, Any]:
-        while b"\n" not in self._buf:
-            left = deadline + self.stopped_s() - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise WorkerTimeout(f"no answer within {timeout:g} s")
-            ready, _, _ = select.select([self._fd], [], [], min(left, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(self._fd, 1 << 16)
-            if not chunk:
-                try:
-                    code = self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    code = None
-                outside = code == -signal.SIGKILL and not self._killed
-                self.kill()
-                raise WorkerDied(_describe_exit(code) + (" (not by the judge: out of host memory?)" if outside else ""),
-                                 code, outside)
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict) or answer.get("nonce") != self.nonce:
-            self.kill()
-            raise WorkerDied("the worker's answer did not carry the judge's nonce (forged output?)", None)
-        return answer
-
-    def send_fd(self, fd: int) -> None:
-        """Pass a file descriptor to the worker (it receives it with exchange.receive_fd)."""
-        socket.send_fds(self._fd_socket, [b"f"], [fd])
-
-    def close(self) -> None:
-        with _LIVE_LOCK:
-            stopped = self._stopped_at is not None  # it would answer only after the measurement
-        if self.proc.poll() is None and not stopped:
-            try:
-                self.call({"op": "exit"}, timeout=5)
-            except (WorkerTimeout, WorkerDied, OSError, ValueError):
-                pass
-        self.kill()  # the whole group: whatever the candidate started dies with it
-        kill_leftovers()  # and what it started in sessions of their own (outside a PID namespace)
-        for f in (self.proc.stdin, self._log):
-            try:
-                f.close()
-            except OSError:
-                pass
-        for fd in (self._fd, self.memfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fd_socket.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        self.forget()

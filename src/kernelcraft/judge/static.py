@@ -36,7 +36,7 @@ BANNED_PREFIXES = ("torch.futures", "torch.multiprocessing", "torch.distributed"
 STREAM_CALLS = ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.ExternalStream",
                 "torch.cuda.set_stream", "torch.Stream")
 # OpenMP (`#pragma omp`) and at::parallel_for are allowed: their regions join before returning, and the
-# worker holds them to the reference's thread count (guards.ThreadWatch). Threads of one's own, and
+# worker holds them to the reference's thread count (worker/guards.ThreadWatch). Threads of one's own, and
 # parallel algorithms (std::execution starts its own pool), are not.
 NATIVE_BANS = [
     (re.compile(r"std::thread|#include\s*<thread>|pthread_create|std::async|std::jthread|std::execution"), "native threads"),

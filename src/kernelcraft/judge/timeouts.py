@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import JudgeConfig
-from .expected import Facts
+from .protocol import Facts
 
 _PROFILER_START_S = 20.0  # the profiler's own start-up (CUPTI) before the first profiled call
 

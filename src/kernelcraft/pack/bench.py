@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..judge.config import TimingConfig
-from ..judge.timing import Clock, server_pause
+from ..judge.worker.timing import Clock, server_pause
 from .loader import KernelPack, Matmul, load
 
 SCENARIOS = ("offline", "server")

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 import kernelcraft
-from kernelcraft.judge import buildcache
+from kernelcraft.judge.worker import buildcache
 
 _VICTIM = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernelcraft.__file__)))),
                        "tests", "redteam", "candidates", "honest_relu_cpp.py")

@@ -22,7 +22,7 @@ from .landlock import Ruleset
 
 ENV = "KERNELCRAFT_CONFINE"
 BOOT = (f"import json,os,sys;sys.path[:]=json.loads(os.environ['{ENV}'])['sys_path'];"
-        "from kernelcraft.judge.confine import main;main()")
+        "from kernelcraft.judge.worker.confine import main;main()")
 _MS_NOSUID, _MS_NODEV = 2, 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38

@@ -1,4 +1,5 @@
-"""The shared build cache on disk: how a build is published, and the rule by which it is trusted.
+"""The shared build cache on disk: its layout, and the rule by which a build is trusted (the worker
+reads it; the judge publishes, judge/publish.py). Standard library only.
 
 `<cache>/builds/kc_<key>/` holds one published build: `built.json`, the judge's record of it
 ({"key", "status": "built" or "failed", "file", "sha256", "build_s"}), and the one file it names: the
@@ -14,13 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .integrity import Untrusted, check_dir, make_dir, read_trusted, sha256, verify, warn, write_file
+from .integrity import Untrusted, check_dir, read_trusted, verify, warn
 
 MARKER = "built.json"
 FAILED_LOG = "failed.log"
@@ -68,13 +66,14 @@ def lookup(builds: Path, key: str, uid: int) -> Published | None:
     if not os.path.lexists(where):
         return None
     try:
-        return _verified(where, key, uid)
+        return verified(where, key, uid)
     except Untrusted as e:
         warn(f"the build directory {where}", e)
         return None
 
 
-def _verified(where: Path, key: str, uid: int) -> Published:
+def verified(where: Path, key: str, uid: int) -> Published:
+    """The build published in `where` for `key`, files of the judge's user `uid`; Untrusted otherwise."""
     check_dir(where.parent, uid)
     check_dir(where, uid)
     try:
@@ -89,55 +88,3 @@ def _verified(where: Path, key: str, uid: int) -> Published:
     data = verify(where / expected, uid, record["sha256"], _LOG_LIMIT if failed else None)
     return Published(key, where / expected, failed, float(record.get("build_s", 0.0)),
                      data.decode(errors="replace") if failed else "")
-
-
-def publish_build(builds: Path, key: str, library: bytes, build_s: float) -> None:
-    """Publish the shared object a builder made for `key`, written into a directory of the judge's (the
-    builder's own files are not the judge's once it runs as another user), with its record."""
-    _publish(builds, key, library_name(key), library, {"status": "built", "build_s": build_s})
-
-
-def publish_failure(builds: Path, key: str, message: str, build_s: float) -> None:
-    """Publish a compiler's diagnostic for `key`: the same build then fails at once instead of compiling again."""
-    _publish(builds, key, FAILED_LOG, message.encode(), {"status": "failed", "build_s": build_s})
-
-
-def _publish(builds: Path, key: str, name: str, data: bytes, record: dict[str, object]) -> None:
-    """Write the build's directory aside, then rename it into place. The caller holds the key's lock (or
-    waited long enough) and found no verified build: what stands in its place is not the judge's and
-    goes first."""
-    make_dir(builds)
-    staging = make_dir(Path(tempfile.mkdtemp(prefix=".staging-", dir=builds)))
-    try:
-        write_file(staging / name, data)
-        write_file(staging / MARKER, json.dumps({"key": key, "file": name, "sha256": sha256(data), **record}).encode())
-        final = key_dir(builds, key)
-        if os.path.lexists(final) and not _is_published(final, key):
-            _discard(builds, final)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not _is_published(final, key):
-                raise
-            # else published meanwhile by a judge that went on without the lock: the first one stays
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _is_published(where: Path, key: str) -> bool:
-    try:
-        _verified(where, key, os.geteuid())
-        return True
-    except Untrusted:
-        return False
-
-
-def _discard(builds: Path, path: Path) -> None:
-    """Move what is not the judge's out of the way (within builds/: moving a directory elsewhere would
-    need write access to it), then delete what can be deleted."""
-    aside = builds / f".rejected-{path.name}-{secrets.token_hex(4)}"
-    os.rename(path, aside)
-    if aside.is_dir() and not aside.is_symlink():
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        aside.unlink(missing_ok=True)

@@ -3,50 +3,14 @@ checks) and, for the second-shape flag, in the candidate's worker; imports only 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from ..protocol import Mismatch
+
 _CHUNK = 1 << 24  # elements per chunk: bounds the memory of comparing multi-GB outputs
 _TRUTH_CHUNK = 1 << 22  # float64 chunks, several temporaries each
-
-
-@dataclass
-class Mismatch:
-    ok: bool
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    rel_l2: float = 0.0
-    bad: int = 0  # elements outside tolerance
-    total: int = 0
-    worst_index: list[int] | None = None
-    worst_got: float | None = None
-    worst_expected: float | None = None
-    reason: str = ""
-    # Against a float64 truth (compare_with_truth): the errors above are the candidate's against the
-    # truth, these the task-dtype reference's own, and worst_expected is the truth.
-    truth: bool = False
-    truth_factor: float = 0.0  # k: how many times the reference's own error a candidate may have
-    ref_max_abs: float = 0.0
-    ref_rel_l2: float = 0.0
-    forged: bool = False  # the candidate's process handed over outputs that could not be read as shared
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def describe(self) -> str:
-        if self.reason:
-            return self.reason
-        where = f" at index {tuple(self.worst_index)}" if self.worst_index is not None else ""
-        if self.truth:
-            return (f"{self.bad}/{self.total} elements outside tolerance of the float64 truth and over {self.truth_factor:g}x the "
-                    f"reference's own error; worst{where}: got {self.worst_got:.6g}, exact {self.worst_expected:.6g} "
-                    f"(candidate vs truth: max abs {self.max_abs:.3g}, rel L2 {self.rel_l2:.3g}; reference vs truth: "
-                    f"max abs {self.ref_max_abs:.3g}, rel L2 {self.ref_rel_l2:.3g})")
-        return (f"{self.bad}/{self.total} elements outside tolerance; worst{where}: got {self.worst_got:.6g}, "
-                f"expected {self.worst_expected:.6g} (max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}, "
-                f"rel L2 {self.rel_l2:.3g})")
 
 
 def compare_tensors(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,

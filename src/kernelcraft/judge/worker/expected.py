@@ -18,12 +18,13 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from .compare import Mismatch, compare_tensors, compare_with_truth, flatten_outputs, within_tolerance
+from ..protocol import Facts, Mismatch
+from .compare import compare_tensors, compare_with_truth, flatten_outputs, within_tolerance
 
 # The largest integer each dtype holds exactly together with every integer below it.
 EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 1 << 24}
@@ -39,24 +40,6 @@ class SeedOutputs:
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.outputs + self.truths if isinstance(t, torch.Tensor))
-
-
-@dataclass
-class Facts:
-    """What the parent learns about the reference once (ReferenceData is built from it)."""
-
-    meta: list[list[dict[str, Any]]] = field(default_factory=list)
-    aliases_input: bool = False
-    mutates_inputs: bool = False
-    input_s: float = 0.0  # the slowest seed's input generation
-    call_s: float = 0.0  # the median forward call over the seeds
-    truth: str = ""  # "float64" or why the reference's own output is the truth
-    truth_s: float = 0.0
-    binary: list[dict[str, Any]] = field(default_factory=list)  # per 0/1 input set: seed, p, share
-    input_bytes: int = 0
-    output_bytes: int = 0
-    peak_bytes: int = 0  # device memory one seed's expected outputs take to compute (cuda)
-    cached: bool = False  # every seed's expected outputs held, nothing recomputed per comparison
 
 
 def _is_float(meta: dict[str, Any]) -> bool:

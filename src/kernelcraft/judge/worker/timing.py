@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .config import TimingConfig
+from ..config import TimingConfig
 
 _perf_ns = time.perf_counter_ns
 _sync = torch.cuda.synchronize

@@ -3,7 +3,7 @@ and versions.
 
 Installed into the worker before the candidate is imported: the candidate's own `load_inline` call
 then loads the judge's published build of its key (buildstore.py), or asks the judge to build it
-(builds.py); the candidate's process never writes the cache. An identical extension is compiled once
+(judge/builds.py); the candidate's process never writes the cache. An identical extension is compiled once
 per machine, distinct ones never collide on a name, and a compiler error is kept too: the same build
 fails at once the next time instead of compiling for minutes again.
 """
@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
+from ..protocol import Built
 from .buildstore import builds_dir, lookup, module_name
 
 
@@ -120,7 +121,7 @@ class BuildRecorder:
     extension modules it returned."""
 
     def __init__(self, cache_root: Path, judge_uid: int, capability: str, on_module: Callable[[Any, list[str] | None], None],
-                 ask: Callable[[dict[str, Any]], dict[str, Any]] | None) -> None:
+                 ask: Callable[[dict[str, Any]], Built] | None) -> None:
         self.builds = builds_dir(cache_root)
         self.judge_uid = judge_uid
         self.capability = capability
@@ -152,9 +153,8 @@ class BuildRecorder:
                 raise BuildError(f"the extension {module_name(key)} is not built, and extensions are built only while the "
                                  "candidate loads (at import or in ModelNew's constructor)")
             reply = self.ask(arguments)
-            if not reply.get("ok"):
-                raise BuildError(str(reply.get("message") or "the judge did not build the extension"),
-                                 machine_fault=bool(reply.get("machine_fault")))
+            if not reply.ok:
+                raise BuildError(str(reply.message or "the judge did not build the extension"), machine_fault=bool(reply.machine_fault))
             found = lookup(self.builds, key, self.judge_uid)
             if found is None:  # the judge published it: whatever changed it since is no fault of the build
                 raise BuildError(f"the judge's build of {module_name(key)} does not verify", machine_fault=True)

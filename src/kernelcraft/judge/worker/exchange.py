@@ -202,7 +202,7 @@ def import_outputs(descs: list[SharedTensor | None], memfd: int | None) -> list[
 
 
 def receive_fd(sock: socket.socket, timeout: float) -> int:
-    """A file descriptor the parent passed over the socket (sandbox.WorkerProcess.send_fd)."""
+    """A file descriptor the parent passed over the socket (worker_process.WorkerProcess.send_fd)."""
     sock.settimeout(timeout)
     _, fds, _, _ = socket.recv_fds(sock, 1, 1)
     if not fds:

@@ -1,0 +1,94 @@
+"""The audit (parent side): the last word on a correct candidate. Its time against the physical floor
+(the device's ceilings: a time below the memory floor is impossible, so not measured honestly), the
+reference timed next to it against the reference timed alone (a candidate that slows the reference
+wins only by it), the SM clock, and the final message."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..tasks import Task
+from .ceilings import CeilingsCache
+from .config import JudgeConfig
+from .reference import ReferenceData
+from .roofline import Roofline
+from .rules import LOW_COVERAGE
+from .slowdown import verdict_slowdown
+from .verdict import Flag, StageResult, Status, TimingStats, Verdict
+
+
+class Audit:
+    """The audit of one judge: its device's ceilings, and `reference_alone`, which times a task's
+    reference alone in a trusted worker now (the candidate's processes gone)."""
+
+    def __init__(self, ceilings: CeilingsCache, reference_alone: Callable[[Task], TimingStats]) -> None:
+        self.ceilings = ceilings
+        self.reference_alone = reference_alone
+
+    def run(self, task: Task, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig) -> None:
+        """Rule on `v` (correct so far), completing its audit `stage`: a reject, flags, or the final message."""
+        t0 = time.perf_counter()
+        cand_ms = v.candidate.median_ms
+        ceilings = self.ceilings.get()
+        roof = Roofline.of(ref.flops, ref.bytes, cand_ms, ceilings)
+        if cand_ms < cfg.floor_margin * roof.bytes_floor_ms:
+            ceilings = self.ceilings.get(refresh=True)  # a reject must not rest on one low measurement
+            roof = Roofline.of(ref.flops, ref.bytes, cand_ms, ceilings)
+        bytes_floor_ms, flop_floor_ms = roof.bytes_floor_ms, roof.flop_floor_ms
+        # The reference timed alone now, once the candidate's processes are gone: taken only when a
+        # verdict rests on it, and then shared by both checks below.
+        alone_now = None
+        if v.speedup > cfg.timing.remeasure_above:
+            # A large win is checked against a fresh trusted time too: a trusted time inflated by
+            # a busy machine would otherwise hide a slowed reference.
+            alone_now = self.reference_alone(task)
+            if alone_now.median_ms < v.trusted_reference.median_ms:
+                v.trusted_reference = alone_now
+        slowdown = verdict_slowdown(v, v.trusted_reference)
+        slowed = slowdown.ratio
+        stage.details.update(bytes=ref.bytes, flops=ref.flops, bytes_floor_ms=bytes_floor_ms, flop_floor_ms=flop_floor_ms,
+                             reference_vs_trusted=slowed, reference_vs_trusted_raw=slowdown.raw,
+                             host_factor=slowdown.host_factor, ceilings=ceilings)
+        if slowed > cfg.slowed_reference_flag:
+            host = f" ({slowdown.raw:.2f}x, {slowdown.host_factor:.2f}x of it the host's speed)" if slowdown.host_factor != 1.0 else ""
+            v.flags.append(Flag("slowed_reference", f"the reference ran {slowed:.2f}x slower next to the candidate than alone{host}"))
+        win = v.speedup > 1.0 and v.significant
+        if slowed > cfg.slowed_reference_reject and win:
+            # A reject must not rest on a trusted time from another moment: a reference still slow
+            # alone now means a busy host, not the candidate.
+            if alone_now is None:
+                alone_now = self.reference_alone(task)
+            stage.details["reference_vs_trusted_now"] = verdict_slowdown(v, alone_now).ratio
+            slowed = min(slowed, stage.details["reference_vs_trusted_now"])
+        if cand_ms < cfg.floor_margin * bytes_floor_ms:
+            self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
+                                   f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")
+        elif slowed > cfg.slowed_reference_reject and win:
+            # A win that exists only because the reference ran slower next to the candidate. A speedup
+            # inside the noise band claims no win: there, a slow reference is noise (a few samples, a busy
+            # host), and the flag above says so.
+            self._reject(v, stage, f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
+                                   f"({v.speedup:.2f}x measured, {v.speedup / slowed:.2f}x against the trusted time): the candidate slows the reference")
+        else:
+            if cand_ms < flop_floor_ms:
+                v.flags.append(Flag("below_flop_floor", f"{cand_ms:.4g} ms is below the reference's FLOP floor ({flop_floor_ms:.4g} ms): an algebraic shortcut, or a hack"))
+            clocks = v.env.get("clocks", {})
+            b, e = clocks.get("before", {}).get("sm_clock_mhz"), clocks.get("after", {}).get("sm_clock_mhz")
+            if b and e and abs(b - e) > 0.15 * max(b, e):
+                v.flags.append(Flag("clock_drift", f"SM clock moved from {b} to {e} MHz during timing"))
+            if ref.trusted.rel_spread > 0.05:
+                v.flags.append(Flag("noisy_timing", f"the reference's own spread is {ref.trusted.rel_spread:.1%}"))
+        stage.seconds += time.perf_counter() - t0
+        if v.status is Status.CORRECT:
+            v.roofline = roof
+            band = f" (noise band {v.speedup_band[0]:.2f}-{v.speedup_band[1]:.2f})" if v.speedup_band else ""
+            v.message = f"correct; {v.speedup:.2f}x{band}" + ("" if v.significant else ", within noise: no speedup")
+            if v.significant and v.effective_speedup != v.speedup:
+                v.message += f", counted as {v.effective_speedup:.2f}x under the rule on library calls ({LOW_COVERAGE})"
+
+    @staticmethod
+    def _reject(v: Verdict, stage: StageResult, message: str) -> None:
+        stage.ok = False
+        stage.message = message
+        v.status, v.message = Status.HACK_DETECTED, message
