@@ -51,7 +51,7 @@ def _toml(data: dict[str, Any], prefix: str = "") -> str:
 
 FLAGS = ["softmax_rows", "--model", "anthropic:claude-x", "--device", "cpu", "--workers", "2", "--strategy", "branch",
          "--turns", "4", "--width", "2", "--impls", "1", "--samples", "1", "--price", "claude-*=3,15", "--max-tokens", "4000",
-         "--max-tokens", "gpt-*=100", "--budget-usd", "2.5", "--skills", "on", "--no-learn", "--set", "batch_size=4",
+         "--max-tokens", "gpt-4.1=100", "--budget-usd", "2.5", "--skills", "on", "--no-learn", "--set", "batch_size=4",
          "--set", "judge.seeds=2", "--set", "judge.timing.warmup_ms=5.0", "--set", "llm.temperature=0.5",
          "--set", "search.history_tokens=8000", "--set", "search.strategy=branch"]
 
@@ -60,7 +60,7 @@ def test_a_run_file_reproduces_the_configuration_of_the_flags(monkeypatch: pytes
     by_flags = _config(monkeypatch, tmp_path, *FLAGS)
     assert isinstance(by_flags.judge, JudgeConfig) and by_flags.judge.seeds == 2 and by_flags.judge.timing.warmup_ms == 5.0
     assert by_flags.llm.provider == "anthropic" and by_flags.llm.api_key_env == "ANTHROPIC_API_KEY"
-    assert by_flags.llm.max_tokens == 4000 and by_flags.llm.max_tokens_per_model == {"gpt-*": 100}
+    assert by_flags.llm.max_tokens == 4000 and by_flags.llm.max_tokens_per_model == {"gpt-4.1": 100}
     assert by_flags.search.branch.width == 2 and by_flags.search.history_tokens == 8000 and by_flags.sets == ["batch_size=4"]
     assert by_flags.search.skills.enabled and not by_flags.search.skills.learn
     (tmp_path / "run.toml").write_text(_toml(by_flags.model_dump(mode="json")))

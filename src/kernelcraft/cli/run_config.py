@@ -66,13 +66,9 @@ def llm_flags(model: Optional[str], base_url: Optional[str], api_key_env: Option
     """The llm settings the model and endpoint flags give, by dotted path (None: not given)."""
     flags: dict[str, Any] = {f"llm.{k}": v for k, v in (model_settings(model) if model is not None else {}).items()}
     flags.update({"llm.base_url": base_url, "llm.api_key_env": api_key_env})
-    if prices:
+    if prices:  # the flags' prices (and replies by model) replace the run file's table
         flags["llm.prices"] = parse_prices(prices)
-    for key, value in parse_max_tokens(max_tokens).items():
-        if isinstance(value, dict):
-            flags.update({f"llm.{key}.{name}": n for name, n in value.items()})
-        else:
-            flags[f"llm.{key}"] = value
+    flags.update({f"llm.{key}": value for key, value in parse_max_tokens(max_tokens).items()})
     return flags
 
 
