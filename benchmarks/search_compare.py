@@ -34,7 +34,7 @@ from kernelcraft.tasks import resolve_task  # noqa: E402
 
 CPU_TASKS = ["leaky_relu_clamp", "rms_norm", "scale_bias_gelu", "swish_residual"]  # C++ kernels in examples/candidates/cpu
 STRATEGIES = ["refine", "branch", "contrastive", "evolve"]
-FAST_TOML = "[timing]\nwarmup_ms = 5.0\nmin_iters = 5\nmax_iters = 40\ntarget_ms = 60.0\n"
+FAST_TOML = "[judge.timing]\nwarmup_ms = 5.0\nmin_iters = 5\nmax_iters = 40\ntarget_ms = 60.0\n"
 
 
 def scripted_responder() -> Any:
@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--budget-judge-calls", type=int, default=16)
     ap.add_argument("--budget-tokens", type=int)
-    ap.add_argument("--config", type=Path, help="Judge settings (TOML); with --scripted, short timing by default.")
+    ap.add_argument("--config", type=Path, help="An optimize run file (TOML; judge settings in its [judge] tables); with --scripted, short timing by default.")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

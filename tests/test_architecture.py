@@ -58,3 +58,8 @@ def _module_names(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
     return names
+
+
+def test_the_settings_module_imports_no_package() -> None:
+    """Every package reads user settings through `kernelcraft.settings`, so it may import none of them."""
+    assert not _imported_packages(ROOT / "settings.py") & set(ORDER)

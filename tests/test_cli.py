@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -22,6 +23,14 @@ min_iters = 5
 max_iters = 40
 target_ms = 60.0
 """
+
+
+def as_run_file(judge_toml: str) -> str:
+    """Judge options (an `eval --config` file) as an optimize run file's [judge] tables."""
+    return "[judge]\n" + re.sub(r"^\[(\w+)\]", r"[judge.\1]", judge_toml, flags=re.M)
+
+
+FAST_RUN_TOML = as_run_file(FAST_TOML)  # an optimize run file with the fast judge options
 
 
 def kc(*args: str, cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
@@ -183,7 +192,7 @@ def test_eval_suite_reports_fast_p_per_level(tmp_path: Path, cache_dir: Path) ->
 
 def test_the_optimize_summary_gives_each_baseline_and_the_tasks_not_judged(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelcraft.cli.app import _print_optimize
+    from kernelcraft.cli.optimize import print_optimize
     from kernelcraft.judge import TimingStats
     from kernelcraft.llm import Spend
     from kernelcraft.report import load_run
@@ -200,7 +209,7 @@ def test_the_optimize_summary_gives_each_baseline_and_the_tasks_not_judged(tmp_p
         run = load_run(store, run_id)
         results = [TaskResult(resolve_task(t.key), best_attempt(store.attempts(run_id, t.key)), None, len(t.attempts), True)
                    for t in run.tasks]
-    _print_optimize(RunResult(run_id, results, None, Spend(), tmp_path), tmp_path / "report.html", run)
+    print_optimize(RunResult(run_id, results, None, Spend(), tmp_path), tmp_path / "report.html", run)
     text = capsys.readouterr().out
     for line in (f"not judged ({DISK_FULL})", "eager (strict)", "torch.compile (PyTorch defaults)",
                  f"not judged: 1 ({DISK_FULL})", f"evaluations not judged: 1 ({DISK_FULL})"):

@@ -23,7 +23,7 @@ from kernelcraft.tasks import TaskError, resolve_task, task_from_module
 
 from .conftest import CANDIDATES
 from .fake_openai import FakeOpenAI, Step
-from .test_cli import FAST_TOML, kc, one_line_error
+from .test_cli import FAST_RUN_TOML, kc, one_line_error
 
 PROSE = "I would fuse these operations into one kernel, but I am not sure how yet."
 
@@ -70,7 +70,7 @@ def _db(tmp_path: Path) -> sqlite3.Connection:
 
 
 def test_optimize_three_tasks_end_to_end(tmp_path: Path, cache_dir: Path) -> None:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     (tmp_path / "suite").mkdir()
     for name in ("leaky_relu_clamp", "row_mean_square", "softmax_rows"):
         (tmp_path / "suite" / f"{name}.py").write_text(resolve_task(name).source)
@@ -113,7 +113,7 @@ def test_optimize_three_tasks_end_to_end(tmp_path: Path, cache_dir: Path) -> Non
 
 
 def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -> None:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     with FakeOpenAI(models=["fake-coder"]) as srv:
         srv.script = [Step(text=PROSE, delay_s=0.4) for _ in range(40)]
         env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws")}
@@ -170,7 +170,7 @@ def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None
 
 
 def test_a_users_module_is_a_task(tmp_path: Path, cache_dir: Path) -> None:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     (tmp_path / "mymodel.py").write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Rectifier(nn.Module):\n    def forward(self, x):\n"
         "        return torch.relu(x)\n\n\ndef example_inputs():\n    return [torch.randn(512, 1024)]\n")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from .fake_openai import FakeOpenAI
-from .test_cli import FAST_TOML, kc
+from .test_cli import FAST_RUN_TOML, kc
 
 RELU = (Path(__file__).resolve().parent.parent / "benchmarks" / "candidates" / "19_ReLU_cuda.py").read_text()
 BROKEN = RELU.replace("kb19_relu_f4", "kb19_relu_broken").replace("return y;", "return y")
@@ -36,7 +36,7 @@ def _reply(messages: list[dict[str, Any]]) -> str:
 
 @pytest.mark.gpu
 def test_optimize_level1_on_the_gpu(sample: Path, tmp_path: Path, cache_dir: Path) -> None:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     level1 = shutil.copytree(sample / "level1", tmp_path / "level1")
     relu = level1 / "19_ReLU.py"
     relu.write_text(relu.read_text().replace("batch_size = 4096", "batch_size = 256"))
@@ -72,7 +72,7 @@ def _branch_reply(messages: list[dict[str, Any]]) -> str:
 
 @pytest.mark.gpu
 def test_branch_with_skills_on_the_gpu(sample: Path, tmp_path: Path, cache_dir: Path) -> None:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     relu = tmp_path / "19_ReLU.py"
     relu.write_text((sample / "level1" / "19_ReLU.py").read_text().replace("batch_size = 4096", "batch_size = 256"))
     with FakeOpenAI(models=["fake-coder"], responder=_branch_reply) as srv:

@@ -27,7 +27,7 @@ from kernelcraft.tasks import Shape, hgemm_task, resolve_task
 
 from .fake_openai import FakeOpenAI
 from .scripted import fenced
-from .test_cli import FAST_TOML, kc, one_line_error
+from .test_cli import FAST_TOML, as_run_file, kc, one_line_error
 
 # An honest CPU kernel for the hgemm tasks: fp16 in and out, fp32 accumulation, any shape.
 HGEMM_CPU = r'''# CPU candidate: fp16 GEMM C = A @ B in one C++ loop nest, accumulated in fp32 (B widened once).
@@ -402,7 +402,7 @@ def gemm_run(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Itera
     """An optimize run of two hgemm shapes on CPU, a scripted model answering HGEMM_CPU, and its pack
     (built by the CLI): (directory, run id, pack directory). Pack kernels build into the test cache."""
     root = tmp_path_factory.mktemp("gemm")
-    (root / "fast.toml").write_text(SERVER_TOML)
+    (root / "fast.toml").write_text(as_run_file(SERVER_TOML))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TORCH_EXTENSIONS_DIR", str(cache_dir / "pack_extensions"))
         with FakeOpenAI(models=["fake-coder"], responder=lambda messages: fenced(HGEMM_CPU)) as srv:

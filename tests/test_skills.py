@@ -17,7 +17,7 @@ from kernelcraft.tasks import resolve_task
 
 from .fake_openai import FakeOpenAI
 from .scripted import FAST, SLOW, fenced, role, turn
-from .test_cli import FAST_TOML, kc, one_line_error
+from .test_cli import FAST_RUN_TOML, kc, one_line_error
 
 TRIGGERS = ("### fuse-elementwise-epilogue", "### single-pass-fused-loop")
 GOOD = {"name": "single-pass-fused-loop", "description": "Fuse an activation chain into one loop.", "scope": "elementwise chains",
@@ -126,7 +126,7 @@ def _skill_model(messages: list[dict[str, Any]]) -> str:
 
 
 def test_the_skill_path_end_to_end(tmp_path: Path, cache_dir: Path) -> None:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     base = ["optimize", "leaky_relu_clamp", "--model", "fake-coder", "--device", "cpu", "--config", "fast.toml", "--json",
             "--samples", "2"]
     with FakeOpenAI(models=["fake-coder"], responder=_skill_model) as srv:

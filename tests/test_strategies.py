@@ -16,13 +16,13 @@ from kernelcraft.search.features import archive_cell
 
 from .fake_openai import FakeOpenAI
 from .scripted import FAST, SLOW, WRONG, fenced, restyled, role, turn
-from .test_cli import FAST_TOML, kc
+from .test_cli import FAST_RUN_TOML, kc
 
 TASK = "leaky_relu_clamp"
 
 
 def _setup(tmp_path: Path) -> list[str]:
-    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     return [TASK, "--model", "fake-coder", "--device", "cpu", "--config", "fast.toml", "--json"]
 
 

@@ -21,7 +21,7 @@ from kernelcraft.tasks import Shape, hgemm_task
 from .conftest import assert_exact_on_two_streams, binary_gemm_inputs, evaluate_all
 from .fake_openai import FakeOpenAI
 from .scripted import fenced, role
-from .test_cli import FAST_TOML, kc, one_line_error
+from .test_cli import FAST_RUN_TOML, kc, one_line_error
 
 H100 = DeviceCaps("cuda", (9, 0), 132, 232448)
 A100 = DeviceCaps("cuda", (8, 0), 108, 166912)
@@ -171,7 +171,7 @@ def template_run(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> d
     """A template search of a 64x64x64 GEMM with no model: stopped by its judge budget after two
     coarse evaluations, then resumed to the end."""
     cwd = tmp_path_factory.mktemp("template")
-    (cwd / "fast.toml").write_text(FAST_TOML)
+    (cwd / "fast.toml").write_text(FAST_RUN_TOML)
     args = ["optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "3", "--finalists", "1",
             "--config", "fast.toml", "--json"]
     stopped = kc(*args, "--budget-judge-calls", "2", cwd=cwd, cache=cache_dir)
@@ -284,7 +284,7 @@ def test_under_another_judge_recipe_a_new_run_judges_the_earlier_fastest_again_f
     (last,) = _rows(ws, f"SELECT meta_json, verdict_id FROM attempts WHERE run_id = '{first}' AND turn = 0 AND sample = 2")
     with sqlite3.connect(ws / "kernelcraft.db") as c:
         c.execute("UPDATE verdicts SET effective_speedup = 9.0 WHERE id = ?", (last["verdict_id"],))
-    (cwd / "other.toml").write_text(FAST_TOML.replace("[timing]", "[timing]\nwarmup_calls = 4"))
+    (cwd / "other.toml").write_text(FAST_RUN_TOML.replace("[judge.timing]", "[judge.timing]\nwarmup_calls = 4"))
     before = len(_rows(ws, "SELECT id FROM verdicts"))
     p = kc("optimize", *TARGET, "--strategy", "template", "--device", "cpu", "--configs", "1", "--finalists", "1",
            "--config", "other.toml", "--json", cwd=cwd, cache=cache_dir)
@@ -304,7 +304,7 @@ def test_a_template_candidate_names_its_configuration() -> None:
 @pytest.mark.parametrize("args, expected", [
     (["optimize", "leaky_relu_clamp", "--strategy", "template"], "leaky_relu_clamp is not a GEMM task"),
     (["optimize", *TARGET, "--strategy", "template", "--skills", "on"], "--model is required"),  # skills ask a model
-    (["optimize", "leaky_relu_clamp", "--model", "m", "--strategy", "evolve", "--start", "best"], "bad option start"),
+    (["optimize", "leaky_relu_clamp", "--model", "m", "--strategy", "evolve", "--start", "best"], "bad option search.start"),
 ])
 def test_mistakes_are_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     assert expected in one_line_error(kc(*args, "--device", "cpu", cwd=tmp_path))

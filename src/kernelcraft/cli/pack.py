@@ -15,7 +15,8 @@ from ..pack.bench import SCENARIOS, BenchRow, bench_pack
 from ..pack.build import build_pack
 from ..store import DB_NAME, Store
 from ..tasks import parse_shapes
-from .app import JsonOpt, UsageError, WorkspaceOpt, app, out
+from .app import app
+from .common import JsonOpt, UsageError, WorkspaceOpt, out
 
 pack_app = typer.Typer(no_args_is_help=True, help="Kernel packs: a run's best GEMM kernel per shape, loadable with torch and triton.")
 app.add_typer(pack_app, name="pack")

@@ -12,8 +12,10 @@ import typer
 from ..judge import Judge, KernelProfiler
 from ..report import kernel_table
 from ..store import Store
-from .app import (AtolOpt, ConfigOpt, DeviceOpt, JsonOpt, RtolOpt, SeedsOpt, SetOpt, WorkspaceOpt, _candidate_source, _config,
-                  _print_verdict, _task, app, out)
+from ..tasks import sized_task
+from .app import app
+from .common import (AtolOpt, ConfigOpt, DeviceOpt, JsonOpt, RtolOpt, SeedsOpt, SetOpt, WorkspaceOpt, candidate_source, judge_config,
+                     out, print_verdict)
 
 
 @app.command("profile")
@@ -25,9 +27,9 @@ def profile_cmd(task: str = typer.Argument(..., help="A task file or a bundled e
     """Judge one candidate, then profile it if correct: its roofline (achieved TFLOP/s and GB/s against the device's
     ceilings) and its top kernels (Nsight Compute's metrics where ncu runs, else the PyTorch profiler's kernel list,
     with the reason). Exit 0 if correct, 1 otherwise."""
-    t = _task(task, device, sets)
-    source = _candidate_source(candidate)
-    cfg = _config(config, seeds, atol, rtol)
+    t = sized_task(task, device, sets)
+    source = candidate_source(candidate)
+    cfg = judge_config(config, seeds, atol, rtol)
     kernels = None
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir, config=cfg)
@@ -42,7 +44,7 @@ def profile_cmd(task: str = typer.Argument(..., help="A task file or a bundled e
     if as_json:
         print(json.dumps({"verdict_id": vid, **v.to_dict(), "kernels": kernels.to_dict() if kernels else None}, indent=1))
     else:
-        _print_verdict(v)
+        print_verdict(v)
         if kernels is not None:
             out.print(kernel_table(kernels))
         else:

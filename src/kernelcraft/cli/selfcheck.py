@@ -16,7 +16,8 @@ from ..judge import JUDGE_VERSION, LocalPool, Result, describe_device, device_in
 from ..report import status_text
 from ..report.selfcheck import SELF_CHECK_RUN, SelfCheckRow, self_checked, summarize_self_check
 from ..store import Store
-from .app import ConfigOpt, DeviceOpt, GpusOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _suite, app, err, out
+from .app import app
+from .common import ConfigOpt, DeviceOpt, GpusOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out, target_tasks
 
 
 def _gb(n: int) -> str:
@@ -63,10 +64,10 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
     the noise band, with no judge_error. Per task, the wall time, the peak disk, host and device memory
     and the noise band. Resumable: tasks already checked under this judge version on this device are
     skipped (exit 3 while some are left, 0 when all are done and correct, 1 otherwise)."""
-    tasks = [t for t in _suite(suite, device, sets) if not levels or t.level in levels]
+    tasks = [t for t in target_tasks(suite, device, sets) if not levels or t.level in levels]
     if not tasks:
         raise UsageError(f"{suite}: no task" + (f" of level {', '.join(map(str, levels))}" if levels else ""))
-    cfg = _config(config, None, None, None)
+    cfg = judge_config(config)
     indices = device_indices(device, gpus)
     device_name = describe_device(device).name
     by_key = {t.key: t for t in tasks}

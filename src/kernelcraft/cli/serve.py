@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 
 from ..judge.isolation import isolation
 from ..service.config import ServeConfig
-from .app import ConfigOpt, UsageError, WorkspaceOpt, _config, _default, app
+from ..settings import one_line
+from .app import app
+from .common import ConfigOpt, UsageError, WorkspaceOpt, judge_config, option_default
 
 TOKEN_ENV = "KERNELCRAFT_JUDGE_TOKEN"
 
@@ -32,11 +35,11 @@ def _token(token_file: Optional[Path]) -> str:
 @app.command("serve-judge")
 def serve_judge_cmd(
     workspace: Path = WorkspaceOpt,
-    host: str = typer.Option(_default(ServeConfig, "host"), "--host", help="Address to listen on (0.0.0.0: every "
+    host: str = typer.Option(option_default(ServeConfig, "host"), "--host", help="Address to listen on (0.0.0.0: every "
                                                                            "interface; the token travels in clear, so "
                                                                            "only on a trusted network)."),
-    port: int = typer.Option(_default(ServeConfig, "port"), "--port", help="Port (0: any free one; the bound one is printed)."),
-    device: str = typer.Option(_default(ServeConfig, "device"), "--device", "-d", help="cuda or cpu."),
+    port: int = typer.Option(option_default(ServeConfig, "port"), "--port", help="Port (0: any free one; the bound one is printed)."),
+    device: str = typer.Option(option_default(ServeConfig, "device"), "--device", "-d", help="cuda or cpu."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations (default: half the cores, at most 8)."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help=f"File holding the clients' token (default: ${TOKEN_ENV})."),
     config_file: Optional[Path] = ConfigOpt,
@@ -50,19 +53,18 @@ def serve_judge_cmd(
         raise UsageError("serve-judge runs other people's code, and candidates cannot be fully isolated here: "
                          f"{'; '.join(iso.problems)} (--insecure serves anyway)")
     token = _token(token_file)
-    judge_config = _config(config_file, None, None, None)
+    judge = judge_config(config_file)
     try:
         config = ServeConfig(host=host, port=port, device=device, workers=workers)
-    except ValueError as e:  # pydantic's ValidationError: name the flag, in one line
-        first = e.errors()[0] if hasattr(e, "errors") else {"loc": (), "msg": str(e)}
-        raise UsageError(f"--{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+    except ValidationError as e:  # name the flag, in one line
+        raise UsageError(f"--{one_line(e)}") from None
     try:
         from ..service.queue import WorkspaceBusy
         from ..service.server import CannotListen, serve
     except ImportError as e:  # fastapi and uvicorn come with the train extra
         raise UsageError(f"serve-judge needs the train extra ({e.name} is missing): pip install 'kernelcraft[train]'") from None
     try:
-        serve(workspace, config, judge_config, token, announce=lambda line: print(line, file=sys.stderr, flush=True))
+        serve(workspace, config, judge, token, announce=lambda line: print(line, file=sys.stderr, flush=True))
     except (CannotListen, WorkspaceBusy) as e:
         raise UsageError(str(e)) from None
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (uvicorn passes it on once it has shut down): a service's normal end

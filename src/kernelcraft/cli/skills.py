@@ -9,13 +9,15 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..judge import JudgeConfig, LocalPool, check_device, describe_device
+from ..judge import LocalPool, check_device, describe_device
 from ..llm import make_client
 from ..search import Optimizer, Verification
 from ..skills import Skill, SkillFileError, SkillLibrary, read_skill_file
 from ..store import Store
-from .app import (ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, _config, _endpoint_options, _new_optimize_config,
-                  _optimize_tasks, app, err, out)
+from .app import app
+from .common import ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out
+from .optimize import optimize_tasks
+from .run_config import llm_flags, new_config
 
 skills_app = typer.Typer(no_args_is_help=True, help="The skill library: list, show, add, remove, verify, export, import, diff.")
 app.add_typer(skills_app, name="skills")
@@ -122,16 +124,16 @@ def skills_verify(
 def _verify(store: Store, skill: Skill, task: str, model: Optional[str], base_url: Optional[str], api_key_env: Optional[str],
             prices: list[str], samples: int, turns: int, language: str, device: str, sets: list[str],
             config_file: Optional[Path]) -> Verification:
-    config = _new_optimize_config(task, model, {"sets": sets, "device": device, "judge": _config(config_file, None, None, None).to_dict()},
-                                  _endpoint_options(base_url, api_key_env, prices), {"language": language, "skills": {"enabled": True, "verify_samples": samples,
-                                                                         "verify_turns": turns}})
-    tasks = _optimize_tasks(config)
+    config = new_config(None, {"target": task, "sets": sets, "device": device, "judge": judge_config(config_file),
+                               "search.language": language, "search.skills.enabled": True, "search.skills.verify_samples": samples,
+                               "search.skills.verify_turns": turns, **llm_flags(model, base_url, api_key_env, prices)})
+    tasks = optimize_tasks(config)
     if len(tasks) != 1:
         raise UsageError(f"--task {task}: verification takes one task, this names {len(tasks)}")
     check_device(config.device)
     client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
     client.check()
-    with LocalPool(config.device, cache_dir=store.cache_dir, config=JudgeConfig().with_overrides(config.judge)) as pool:
+    with LocalPool(config.device, cache_dir=store.cache_dir, config=config.judge) as pool:
         optimizer = Optimizer(config, store, client, pool, describe_device(config.device))
         run_id = optimizer.start(tasks, kind=VERIFY_KIND)
         err.print(f"run {run_id}: verifying {skill.name} on {tasks[0].key} ({samples} x {turns} per arm)", highlight=False)

@@ -9,20 +9,14 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
+from ..settings import first_error
 from ..store import DB_NAME, Store
-from .app import JsonOpt, UsageError, WorkspaceOpt, out
+from .common import JsonOpt, UsageError, WorkspaceOpt, out
 
 if TYPE_CHECKING:
     from ..train.sft import ExportSummary
 
 app = typer.Typer(no_args_is_help=True, help="Train the model on the judge: SFT data export.")
-
-
-def _first_error(e: ValidationError) -> str:
-    """A flag's validation error in one line, named as the user typed it (`max_per_task` is --max-per-task)."""
-    first = e.errors()[0]
-    flag = str(first["loc"][0]).replace("_", "-") if first["loc"] else "option"
-    return f"--{flag}: {str(first['msg']).removeprefix('Value error, ')}"
 
 
 @app.command("export-sft")
@@ -55,7 +49,8 @@ def export_sft_cmd(
         with Store(workspace) as store:
             summary = export_sft(store, out_dir, config)
     except ValidationError as e:
-        raise UsageError(_first_error(e)) from None
+        where, message = first_error(e)  # a flag as the user typed it: max_per_task is --max-per-task
+        raise UsageError(f"--{where.partition('.')[0].replace('_', '-') or 'option'}: {message}") from None
     except SFTExportError as e:
         raise UsageError(str(e)) from None
     if as_json:

@@ -1,11 +1,11 @@
 """The options of an optimization run: one pydantic model, saved with the run (so `--resume`
-continues with exactly the same settings) and filled from CLI flags."""
+continues with exactly the same settings) and filled from a run file, CLI flags and `--set` overrides."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationInfo, field_validator
 
 from ..judge import JudgeConfig
 from ..llm import LLMConfig
@@ -20,6 +20,19 @@ COARSE_JUDGE: dict[str, Any] = {
     "timing": {"warmup_ms": 5.0, "min_iters": 5, "max_iters": 30, "target_ms": 30.0, "trusted_target_ms": 30.0,
                "spot_checks": 1},
 }
+
+
+def _judge_config(value: Any) -> JudgeConfig:
+    """A JudgeConfig as it is, or from a table of options over the defaults (a run file's, a stored run's)."""
+    if isinstance(value, JudgeConfig):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError("expected a table of judge options")
+    return JudgeConfig().with_overrides(value)  # a wrong name, type or range is a ValueError naming the option
+
+
+# The run's judge settings: one typed object from the CLI to the pool and the optimizer, saved as a table.
+JudgeSettings = Annotated[JudgeConfig, PlainValidator(_judge_config), PlainSerializer(lambda c: c.to_dict(), return_type=dict)]
 
 
 class BranchOptions(BaseModel):
@@ -155,6 +168,6 @@ class OptimizeConfig(BaseModel):
     device: str = "cuda"
     workers: int | None = None  # concurrent judge evaluations (default: the pool's)
     out: str | None = None  # where the best kernels are written (default: the run's folder)
-    judge: dict[str, Any] = Field(default_factory=dict)  # JudgeConfig overrides
+    judge: JudgeSettings = Field(default_factory=JudgeConfig)
     llm: LLMConfig
     search: SearchConfig = Field(default_factory=SearchConfig)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents import Coder, Planner, SkillSelector, SkillSummarizer
-from ..judge import DeviceDescription, JudgeConfig, KernelProfiler, LocalPool
+from ..judge import DeviceDescription, KernelProfiler, LocalPool
 from ..judge.reuse import verdict_context
 from ..llm import LLMClient, Spend
 from ..skills import Skill, SkillLibrary
@@ -66,7 +66,7 @@ class Optimizer:
         self.pool = pool
         self.device = device
         self.emit = emit
-        self.judge_config = JudgeConfig().with_overrides(config.judge)
+        self.judge_config = config.judge
         self.stop = threading.Event()
         self.abort = threading.Event()
         self.parked = ParkedWork()  # what this invocation's parked work waits on

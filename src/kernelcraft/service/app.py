@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..judge import Status
+from ..settings import one_line
 from ..store.db import JobRow
 from ..tasks import TaskError
 from .models import API_PREFIX, Health, JobView, SubmitRequest, SubmitResponse
@@ -49,11 +50,8 @@ def create_app(queue: JobQueue, token: str) -> FastAPI:
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(RequestValidationError)
-    async def one_line(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"] if x != "body")
-        message = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's own words
-        return JSONResponse({"detail": f"{where}: {message}" if where else message}, status_code=422)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": one_line(exc, skip=("body",))}, status_code=422)
 
     jobs = APIRouter(prefix=API_PREFIX, dependencies=[Depends(authorized)])
 

@@ -4,17 +4,13 @@ user writes by hand), or JSON (what `skills export` writes)."""
 from __future__ import annotations
 
 import json
-import sys
+import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..settings import first_error
 from .model import Skill
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 SEED_DIR = Path(__file__).parent / "seed"
 
@@ -39,8 +35,8 @@ def parse_markdown(text: str, origin: str = "user", where: str = "skill") -> Ski
 
 def _first_error(e: Exception) -> str:
     if isinstance(e, ValidationError):
-        err = e.errors()[0]
-        return f"{'.'.join(str(x) for x in err['loc']) or 'skill'}: {str(err['msg']).removeprefix('Value error, ')}"
+        where, message = first_error(e)
+        return f"{where or 'skill'}: {message}"
     return str(e)
 
 

@@ -21,10 +21,10 @@ from .loader import (
     load_suite,
     load_task_file,
     module_constants,
-    resolve_task,
     task_from_source,
 )
 from .model import Task, TaskMeta
+from .resolve import is_module_target, parse_sizes, resolve_target, resolve_task, select_shapes, sized_task
 from .shape_capture import matmul_shapes
 from .user_module import task_from_module
 
@@ -39,6 +39,7 @@ __all__ = [
     "aspect_class",
     "find_solution",
     "grid",
+    "is_module_target",
     "hgemm_task",
     "hgemm_tasks",
     "is_hgemm_target",
@@ -47,9 +48,13 @@ __all__ = [
     "module_constants",
     "matmul_shapes",
     "parse_shapes",
+    "parse_sizes",
+    "resolve_target",
     "resolve_task",
     "sample_grid",
+    "select_shapes",
     "shape_of",
+    "sized_task",
     "task_from_module",
     "task_from_source",
     "volume_class",

@@ -130,23 +130,6 @@ def load_suite(target: str | Path) -> list[Task]:
     return tasks
 
 
-def resolve_task(spec: str | Path) -> Task:
-    """One task from a file path, a bundled example by name (`softmax_rows` or `examples/softmax_rows`),
-    or one shape of the GEMM suite (`hgemm/4096x4096x512`)."""
-    p = Path(spec)
-    if p.is_file():
-        return load_task_file(p)
-    if str(spec).startswith("hgemm/") and not p.exists():
-        from .hgemm import hgemm_task, parse_shapes  # hgemm builds its tasks with this module
-        (shape,) = parse_shapes(str(spec).removeprefix("hgemm/"))
-        return hgemm_task(shape)
-    name = str(spec).removeprefix(f"{EXAMPLES_SUITE}/")
-    bundled = EXAMPLES_DIR / f"{name}.py"
-    if "/" not in name and bundled.is_file():
-        return load_task_file(bundled, key=f"{EXAMPLES_SUITE}/{name}", suite=EXAMPLES_SUITE)
-    raise TaskError(f"{spec}: no such task file or bundled example")
-
-
 def find_solution(task: Task, directory: Path) -> Path | None:
     """The solution file for `task` in a KernelBench-style solutions directory, matched by problem:
     `level1/19_ReLU.py`, `19_ReLU.py`, `level1/19_*.py`, `level_1_problem_19*.py`, or `<name>.py`."""

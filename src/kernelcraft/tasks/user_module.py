@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .loader import task_from_source
+from .loader import TaskError, task_from_source
 from .model import Task
 
 
@@ -38,8 +38,6 @@ def task_from_module(model: str, inputs: str, init_inputs: str | None = None) ->
     """The task for class `model` ("path.py:Class") with inputs from `inputs` ("path.py:fn",
     a function of no arguments returning the forward arguments) and, optionally, constructor
     arguments from `init_inputs` ("path.py:fn"). Raises TaskError with a one-line message."""
-    from .loader import TaskError
-
     try:
         model_path, class_name = _split(model, "the model")
         parts = {model_path.resolve(): model_path.read_text()}

@@ -4,23 +4,17 @@ file by `kernelcraft train rl --config FILE`."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..judge import JudgeConfig
+from ..settings import SettingsError, one_line, read_toml
 from ..skills import AdmissionPolicy
 from .advantages import AdvantageConfig
 from .episode import Role
 from .rewards import RewardConfig
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -28,17 +22,12 @@ M = TypeVar("M", bound=BaseModel)
 def model_from_toml(model: type[M], path: Path, error: type[Exception]) -> M:
     """A pydantic model from a TOML file; a missing file, bad TOML or a bad value is `error` with one
     line naming the file and the key."""
-    if not path.is_file():
-        raise error(f"{path}: no such config file")
     try:
-        return model.model_validate(tomllib.loads(path.read_text()))
-    except tomllib.TOMLDecodeError as e:
-        raise error(f"{path}: {e}") from None
+        return model.model_validate(read_toml(path))
+    except SettingsError as e:
+        raise error(str(e)) from None
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise error(f"{path}: {where + ': ' if where else ''}{message}") from None
+        raise error(f"{path}: {one_line(e)}") from None
 
 
 class RLConfigError(Exception):

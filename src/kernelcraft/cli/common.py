@@ -1,0 +1,110 @@
+"""What the CLI's commands share: the consoles, the one-line usage error, the common options, reading the files a
+user names, the judge's options, progress bars and the verdict's printout."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..judge import JudgeConfig, Verdict
+from ..report import roofline_table, verdict_lines, verdict_table
+from ..settings import SettingsError, read_toml
+from ..tasks import Task, resolve_target
+
+# Wide enough that task keys and messages are not cut when output goes to a file or a pipe.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for; printed as one line."""
+
+
+WorkspaceOpt = typer.Option(Path(os.environ.get("KERNELCRAFT_WORKSPACE", "kernelcraft-workspace")), "--workspace", "-w",
+                            help="Workspace directory (database, build cache, artifacts).")
+DeviceOpt = typer.Option("cuda", "--device", "-d", help="cuda or cpu.")
+JsonOpt = typer.Option(False, "--json", help="Print JSON for machines.")
+GpusOpt = typer.Option(1, "--gpus", help="Spread the evaluations over this machine's first N GPUs (--workers each).")
+SetOpt = typer.Option([], "--set", help="Override a task's module-level size constant, e.g. --set batch_size=16 (repeatable).")
+ConfigOpt = typer.Option(None, "--config", help="Judge options from a TOML file (keys of JudgeConfig).")
+SeedsOpt = typer.Option(None, "--seeds", min=1, help="Correctness seeds (default 5).")
+AtolOpt = typer.Option(None, "--atol", help="Absolute tolerance (default per dtype: fp32 1e-4, fp16/bf16 1e-2).")
+RtolOpt = typer.Option(None, "--rtol", help="Relative tolerance (default per dtype).")
+SampleOpt = typer.Option(None, "--sample", help="hgemm: a stratified sample of N grid shapes (1 to 1000).")
+ShapesOpt = typer.Option(None, "--shapes", help="hgemm: these shapes, MxNxK,... (A is MxK, B is KxN, C is MxN).")
+FromModelOpt = typer.Option(None, "--from-model", help="hgemm: the matmul shapes of one forward pass of path.py:Class "
+                                                       "(with --inputs).")
+InputsOpt = typer.Option(None, "--inputs", help="path.py:fn making example forward inputs (module targets, --from-model).")
+InitInputsOpt = typer.Option(None, "--init-inputs", help="path.py:fn making constructor arguments.")
+BaselinesOpt = typer.Option(True, "--baselines/--no-baselines", envvar="KERNELCRAFT_BASELINES",
+                            help="Time the baselines the summary compares with (eager strict and at PyTorch's defaults, "
+                                 "torch.compile) once for each correct task that has none on its device (torch.compile "
+                                 "takes seconds to minutes a task; KERNELCRAFT_BASELINES=0 skips it too).")
+
+
+def option_default(model: type[BaseModel], field: str) -> Any:
+    """A flag's default is its configuration model's: one source of truth."""
+    return model.model_fields[field].default
+
+
+def read_text(path: Path) -> str:
+    """A file the user named, as text."""
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+
+
+def candidate_source(path: Path) -> str:
+    """A candidate file's source."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such candidate file")
+    return read_text(path)
+
+
+def judge_config(path: Optional[Path], seeds: Optional[int] = None, atol: Optional[float] = None,
+                 rtol: Optional[float] = None) -> JudgeConfig:
+    """The judge's options: a TOML file's (keys of JudgeConfig), then the flags given."""
+    try:
+        data = read_toml(path) if path is not None else {}
+    except SettingsError as e:
+        raise UsageError(str(e)) from None
+    for key, value in (("seeds", seeds), ("atol", atol), ("rtol", rtol)):
+        if value is not None:
+            data[key] = value
+    try:
+        return JudgeConfig().with_overrides(data)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"judge config: {e}") from None
+
+
+def target_tasks(target: str, device: str, sets: list[str], sample: Optional[int] = None, shapes: Optional[str] = None,
+                 from_model: Optional[str] = None, inputs: Optional[str] = None, init_inputs: Optional[str] = None) -> list[Task]:
+    """The tasks of a target from the common options (`--shapes` as typed: MxNxK,...)."""
+    return resolve_target(target, device=device, sets=sets, sample=sample, shapes=None if shapes is None else [shapes],
+                          from_model=from_model, inputs=inputs, init_inputs=init_inputs)
+
+
+def progress(items: list[T], what: str) -> Iterator[T]:
+    """The items, with a progress bar on stderr while they are walked."""
+    with Progress(TextColumn(f"{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                  transient=True) as bar:
+        yield from bar.track(items)
+
+
+def print_verdict(v: Verdict) -> None:
+    """A verdict's table, its roofline and its lines."""
+    out.print(verdict_table(v))
+    if v.roofline is not None:
+        out.print(roofline_table(v.roofline))
+    for line in verdict_lines(v):
+        out.print(line, highlight=False)

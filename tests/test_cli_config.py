@@ -1,0 +1,112 @@
+"""`optimize --config run.toml --set KEY=VALUE`: a run file is the whole OptimizeConfig, flags and `--set` override
+it, and every mistake in either is one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import kernelcraft.cli.optimize as optimize_cli
+from kernelcraft.cli import app, main
+from kernelcraft.judge import JudgeConfig
+from kernelcraft.search import OptimizeConfig
+
+from .test_cli import kc, one_line_error
+
+
+class _Captured(Exception):
+    pass
+
+
+def _config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> OptimizeConfig:
+    """The configuration `optimize ARGS` would run with (it stops before resolving the tasks)."""
+    seen: list[OptimizeConfig] = []
+
+    def capture(config: OptimizeConfig) -> list:
+        seen.append(config)
+        raise _Captured
+
+    monkeypatch.setattr(optimize_cli, "optimize_tasks", capture)
+    result = CliRunner().invoke(app, ["optimize", *args, "--workspace", str(tmp_path / "ws")])
+    assert isinstance(result.exception, _Captured), (result.output, result.exception)
+    return seen[0]
+
+
+def _toml(data: dict[str, Any], prefix: str = "") -> str:
+    """Nested tables as TOML (None left out: TOML has no null, and every such field defaults to None)."""
+    def key(k: str) -> str:
+        return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+    lines = [f"[{prefix}]"] if prefix else []
+    lines += [f"{key(k)} = {json.dumps(v)}" for k, v in data.items() if v is not None and not isinstance(v, dict)]
+    lines += [_toml(v, f"{prefix}.{key(k)}" if prefix else key(k)) for k, v in data.items() if isinstance(v, dict)]
+    return "\n".join(lines) + "\n"
+
+
+FLAGS = ["softmax_rows", "--model", "anthropic:claude-x", "--device", "cpu", "--workers", "2", "--strategy", "branch",
+         "--turns", "4", "--width", "2", "--impls", "1", "--samples", "1", "--price", "claude-*=3,15", "--max-tokens", "4000",
+         "--max-tokens", "gpt-4.1=100", "--budget-usd", "2.5", "--skills", "on", "--no-learn", "--set", "batch_size=4",
+         "--set", "judge.seeds=2", "--set", "judge.timing.warmup_ms=5.0", "--set", "llm.temperature=0.5",
+         "--set", "search.history_tokens=8000", "--set", "search.strategy=branch"]
+
+
+def test_a_run_file_reproduces_the_configuration_of_the_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    by_flags = _config(monkeypatch, tmp_path, *FLAGS)
+    assert isinstance(by_flags.judge, JudgeConfig) and by_flags.judge.seeds == 2 and by_flags.judge.timing.warmup_ms == 5.0
+    assert by_flags.llm.provider == "anthropic" and by_flags.llm.api_key_env == "ANTHROPIC_API_KEY"
+    assert by_flags.llm.max_tokens == 4000 and by_flags.llm.max_tokens_per_model == {"gpt-4.1": 100}
+    assert by_flags.search.branch.width == 2 and by_flags.search.history_tokens == 8000 and by_flags.sets == ["batch_size=4"]
+    assert by_flags.search.skills.enabled and not by_flags.search.skills.learn
+    (tmp_path / "run.toml").write_text(_toml(by_flags.model_dump(mode="json")))
+    assert _config(monkeypatch, tmp_path, "--config", str(tmp_path / "run.toml")) == by_flags
+
+
+def test_flags_override_the_run_file_and_set_overrides_both(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "run.toml").write_text('target = "softmax_rows"\ndevice = "cpu"\n[llm]\nmodel = "m"\n[search]\nturns = 5\n'
+                                       'samples = 3\n[judge]\nseeds = 1\n')
+    config = _config(monkeypatch, tmp_path, "--config", str(tmp_path / "run.toml"))
+    assert (config.search.turns, config.search.samples, config.judge.seeds, config.llm.model) == (5, 3, 1, "m")
+    config = _config(monkeypatch, tmp_path, "--config", str(tmp_path / "run.toml"), "--turns", "6", "--model", "other")
+    assert (config.search.turns, config.search.samples, config.llm.model) == (6, 3, "other")
+    config = _config(monkeypatch, tmp_path, "--config", str(tmp_path / "run.toml"), "--turns", "6", "--set", "search.turns=7")
+    assert config.search.turns == 7 and config.judge == JudgeConfig(seeds=1)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--config", "no_such.toml"], "no_such.toml: no such config file"),
+    (["--config", "bad.toml"], "bad.toml: Expected '=' after a key"),
+    (["--config", "unknown.toml"], "unknown.toml: unknown setting search.turnz"),
+    (["--config", "wrong.toml"], "bad option search.turns: Input should be a valid integer"),
+    (["--set", "search.turnz=4"], "--set 'search.turnz=4': unknown setting search.turnz"),
+    (["--set", "nosuch.table.key=1"], "unknown setting nosuch"),
+    (["--set", "search.turns=four"], "bad option search.turns: Input should be a valid integer"),
+    (["--set", "search.turns=0"], "bad option search.turns: Input should be greater than or equal to 1"),
+    (["--set", "judge.seeds=0"], "bad option judge: seeds = 0: expected a finite number above zero"),
+    (["--set", "judge.nope=1"], "unknown judge option(s): nope"),
+    (["--set", "search..turns=4"], "expected KEY=VALUE, KEY a dotted path"),
+    (["--set", "search.turns"], "expected KEY=VALUE"),
+])
+def test_run_file_and_set_mistakes_are_one_line_errors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path, args: list[str], words: str) -> None:
+    (tmp_path / "bad.toml").write_text("[search]\nturns 4\n")
+    (tmp_path / "unknown.toml").write_text("[search]\nturnz = 4\n")
+    (tmp_path / "wrong.toml").write_text('[search]\nturns = "four"\n')
+    monkeypatch.chdir(tmp_path)  # main() in this process: the entry point's rule without a process per case
+    monkeypatch.setattr(sys, "argv", ["kernelcraft", "optimize", "softmax_rows", "--model", "m", "--device", "cpu", "-w", "ws", *args])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("error: ") and words in line
+
+
+def test_a_bad_setting_is_one_line_from_the_command(tmp_path: Path) -> None:
+    assert "unknown setting search.turnz" in one_line_error(kc("optimize", "softmax_rows", "--model", "m", "--set",
+                                                               "search.turnz=4", cwd=tmp_path))
