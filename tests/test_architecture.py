@@ -1,14 +1,17 @@
-"""DESIGN.md's package order: a package imports only from packages before it."""
+"""The package order (docs/architecture.md): a package imports only from packages before it, and the page's
+diagram is the import graph as the code has it."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import kernelcraft
 
 ORDER = ["tasks", "judge", "kernels", "llm", "store", "service", "agents", "skills", "search", "train", "report", "pack", "cli"]
 ROOT = Path(kernelcraft.__file__).parent
+PAGE = ROOT.parent.parent / "docs" / "architecture.md"
 
 
 def _imported_packages(path: Path) -> set[str]:
@@ -63,3 +66,20 @@ def _module_names(path: Path) -> set[str]:
 def test_the_settings_module_imports_no_package() -> None:
     """Every package reads user settings through `kernelcraft.settings`, so it may import none of them."""
     assert not _imported_packages(ROOT / "settings.py") & set(ORDER)
+
+
+def package_graph() -> str:
+    """Who imports whom among the packages, as the mermaid block of docs/architecture.md."""
+    edges = set()
+    for path in ROOT.rglob("*.py"):
+        own = path.relative_to(ROOT).parts[0].removesuffix(".py")
+        if own in ORDER:
+            edges |= {(own, dep) for dep in (_imported_packages(path) & set(ORDER)) - {own}}
+    ordered = sorted(edges, key=lambda e: (ORDER.index(e[0]), ORDER.index(e[1])))
+    return "\n".join(["graph BT"] + [f"    {a} --> {b}" for a, b in ordered])
+
+
+def test_the_architecture_page_draws_the_imports_as_the_code_has_them() -> None:
+    drawn = re.search(r"```mermaid\n(.*?)\n```", PAGE.read_text(), re.S)
+    assert drawn is not None, f"{PAGE} has no mermaid block"
+    assert drawn.group(1) == package_graph(), f"the diagram in {PAGE} is stale; its block should read:\n{package_graph()}"
