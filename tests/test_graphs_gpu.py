@@ -220,7 +220,7 @@ def test_a_graph_of_pytorch_operators_only_is_no_kernel_of_the_candidates(graph_
 
 @pytest.mark.gpu
 def test_a_decoy_named_after_the_library_kernel_gets_no_credit_inside_a_graph(gpu_pool: LocalPool) -> None:
-    """judge-hardening #10 where no operator's range surrounds the launch: the reference's own kernels'
+    """docs/judge.md, exploit class 10 where no operator's range surrounds the launch: the reference's own kernels'
     names are the library's. (test_judge_gpu's decoy test, the product captured in a graph.)"""
     redteam = Path(__file__).parent / "redteam"
     for task in (load_task_file(redteam / "tasks" / "matmul.py"), hgemm_task(Shape(4096, 4096, 4096))):

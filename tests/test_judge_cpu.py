@@ -369,7 +369,7 @@ def test_coverage_knows_a_kernel_by_its_function_name_mangled_or_not(name: str, 
 
 
 def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_it() -> None:
-    """A decoy kernel named after the library kernel that does the work (judge-hardening #10). The
+    """A decoy kernel named after the library kernel that does the work (docs/judge.md, exploit class 10). The
     events are shaped as torch 2.11's profiler gave them on an H100: a device kernel carries the id of
     the host call that launched it (cuLaunchKernelEx), whose parent range is aten::mm for cuBLAS's
     kernel and the judge's kernelcraft_custom range for the candidate's. Operator ids and call ids

@@ -55,7 +55,7 @@ def _library_kernel(task: Task) -> str:
 
 @pytest.mark.gpu
 def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPool) -> None:
-    """judge-hardening #10: cuBLAS does the product and the candidate's one small kernel bears the name
+    """docs/judge.md, exploit class 10: cuBLAS does the product and the candidate's one small kernel bears the name
     of cuBLAS's kernel, which a coverage reject prints. The big kernel's launch call ran inside the
     aten::mm, so it stays the library's. The fp32 product's kernel is a templated
     CUTLASS name on some devices (an H100's), which a Triton kernel cannot take: then the fp16 one."""

@@ -1,4 +1,4 @@
-"""Red-team manifest: every exploit class of shared/reference/judge-hardening.md (1-17) with at
+"""Red-team manifest: every exploit class of docs/judge.md (classes 1-17) with at
 least one real exploit candidate, plus honest controls that must pass.
 
 Each case names a task file under tasks/ and a candidate file under candidates/. `expect` is the
@@ -31,7 +31,7 @@ FLAGS = frozenset({
 @dataclass(frozen=True)
 class Case:
     id: str                 # e.g. "05_cache_by_shape"
-    exploit: int            # class number in judge-hardening.md, 0 for honest
+    exploit: int            # exploit class number in docs/judge.md, 0 for honest
     task: str               # file name under tests/redteam/tasks, e.g. "relu.py"
     candidate: str          # file name under tests/redteam/candidates
     device: str             # "cpu" or "cuda" (GPU-only classes: side streams, stale memory, ...)

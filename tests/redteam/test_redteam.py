@@ -1,4 +1,4 @@
-"""Every exploit class of judge-hardening.md against the real judge: each exploit candidate must
+"""Every exploit class of docs/judge.md against the real judge: each exploit candidate must
 get a verdict its case allows (never `correct` unless the case documents a flag instead), and
 the honest controls must pass. CPU cases run in CI; cuda cases are `-m gpu`."""
 

@@ -1,4 +1,4 @@
-"""Exploit classes 28 and 29 (judge-hardening.md): a candidate that acts on the judge itself rather
+"""Exploit classes 28 and 29 (docs/judge.md): a candidate that acts on the judge itself rather
 than on its outputs. Only isolation answers these, so static checks are off for every case here:
 the sandbox must hold for code the static layer would have let through. CPU cases run in CI; the
 cuda ones are `-m gpu`."""

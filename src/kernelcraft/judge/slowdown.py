@@ -1,5 +1,5 @@
 """How much slower the reference ran next to the candidate than alone, beyond what the host explains
-(judge-hardening #4: a candidate that slows the reference).
+(docs/judge.md, exploit class 4: a candidate that slows the reference).
 
 The two times come from two processes at two moments, and a short call's time is mostly host time:
 a busy machine or a slower core slows the reference in the candidate's process with no help from the

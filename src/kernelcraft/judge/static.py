@@ -1,4 +1,4 @@
-"""Static checks on candidate source: the first, cheapest line of defence (judge-hardening.md).
+"""Static checks on candidate source: the first, cheapest line of defence (docs/judge.md).
 
 Rejections name the line; flags are findings a person should see. Runtime guards in the worker
 back up every rule here, so a rule that is missed statically is still caught when it acts.

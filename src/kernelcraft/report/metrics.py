@@ -1,4 +1,4 @@
-"""Suite metrics as KernelBench and judge-hardening.md define them, against each recorded baseline.
+"""Suite metrics as KernelBench defines them (docs/judge.md), against each recorded baseline.
 
 Rules, in one place:
 - A correct task's speedup is its verdict's effective speedup (judge.SPEEDUP_CREDIT): 1.00x inside the noise band,

@@ -1,4 +1,4 @@
-"""Vetting a task's reference: is it a fair task? (judge-hardening #12)
+"""Vetting a task's reference: is it a fair task? (docs/judge.md, exploit class 12)
 
 Runs inside a trusted judge worker (standard library and torch only). For several seeds and
 input distributions (the task's own, and others: not only `torch.rand`), it flags references

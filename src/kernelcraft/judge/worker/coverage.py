@@ -1,5 +1,5 @@
 """Coverage from a profiled call: the share of the forward's time spent in the candidate's own
-kernels (judge-hardening #10; the rule on library calls, rules.py). On cuda: device time of kernels the
+kernels (docs/judge.md, exploit class 10; the rule on library calls, rules.py). On cuda: device time of kernels the
 candidate's source compiles (named in it, or compiled into its extensions: kernel_names.py), launched
 from outside PyTorch's operators, or run by a CUDA graph the candidate replays (the device's records
 of the kernels that ran count, not the calls that launched them).

@@ -1,4 +1,4 @@
-"""Runtime guards inside the worker: monkeypatching, threads, precision flags (judge-hardening #2, #4, #11).
+"""Runtime guards inside the worker: monkeypatching, threads, precision flags (docs/judge.md, exploit classes 2, 4 and 11).
 
 Snapshots are taken before the candidate is imported; checks run after import and after calls.
 """

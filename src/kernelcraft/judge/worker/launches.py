@@ -1,4 +1,4 @@
-"""Counting the candidate's own kernel launches (coverage, judge-hardening #9 and #10).
+"""Counting the candidate's own kernel launches (coverage, docs/judge.md, exploit classes 9 and 10).
 
 Every function of an extension built by `load_inline` and every `@triton.jit` kernel is wrapped
 before the candidate is imported (so a reference the candidate keeps is the wrapper too), and the

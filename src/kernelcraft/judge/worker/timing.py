@@ -1,4 +1,4 @@
-"""The timing recipe (judge-hardening.md), worker side.
+"""The timing recipe (docs/judge.md), worker side.
 
 The judge's clocks are captured when this module is imported, before any candidate code runs,
 so a candidate that replaces `torch.cuda.synchronize` or `Event.elapsed_time` changes nothing
