@@ -522,12 +522,17 @@ def _decode(cls: type, data: dict[str, Any], tag: str) -> Any:
         raise ProtocolError(f"not a {cls.__name__}: {e}") from None
 
 
+def _decode_tagged(table: dict[str, type], data: dict[str, Any], tag: str, what: str) -> Any:
+    """The `what` (a command, a request) of `table` that the `tag` key of a JSON object names."""
+    cls = table.get(data.get(tag)) if isinstance(data, dict) else None
+    if cls is None:
+        raise ProtocolError(f"an unknown {what} {str(data.get(tag) if isinstance(data, dict) else data)[:40]!r}")
+    return _decode(cls, data, tag)
+
+
 def decode_command(data: dict[str, Any]) -> Command:
     """The command of a line the judge sent."""
-    cls = COMMANDS.get(data.get("op")) if isinstance(data, dict) else None
-    if cls is None:
-        raise ProtocolError(f"an unknown command {str(data.get('op') if isinstance(data, dict) else data)[:40]!r}")
-    return _decode(cls, data, "op")
+    return _decode_tagged(COMMANDS, data, "op", "command")
 
 
 def decode_answer(command: Command, data: dict[str, Any]) -> Any:
@@ -542,10 +547,7 @@ def decode_answer(command: Command, data: dict[str, Any]) -> Any:
 
 def decode_request(data: dict[str, Any]) -> Request:
     """The request of a line from a worker in the middle of a command."""
-    cls = REQUESTS.get(data.get("request")) if isinstance(data, dict) else None
-    if cls is None:
-        raise ProtocolError(f"an unknown request {str(data.get('request') if isinstance(data, dict) else data)[:40]!r}")
-    return _decode(cls, data, "request")
+    return _decode_tagged(REQUESTS, data, "request", "request")
 
 
 def decode_reply(request: Request, data: dict[str, Any]) -> Reply:

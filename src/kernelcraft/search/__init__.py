@@ -16,20 +16,8 @@ from .errors import RunStopped, TaskFailed
 from .history import Exchange, estimate_tokens, trimmed_history
 from .optimize import RUN_KIND, Optimizer, RunResult, TaskResult, module_name
 from .skill_use import VERIFY_BASE, SkillLearner, Verification, improvement, is_verification, skill_schemes, trajectories
-from .strategy import (
-    MODEL_FREE,
-    SCREENING,
-    STRATEGIES,
-    CallLog,
-    Outcome,
-    SearchEvent,
-    SkillScheme,
-    Strategy,
-    TaskContext,
-    best_attempt,
-    register,
-    unsuited,
-)
+from .registry import MODEL_FREE, STRATEGIES, Strategy, register, unsuited
+from .strategy import SCREENING, CallLog, Outcome, SearchEvent, SkillScheme, TaskContext, best_attempt
 
 __all__ = [
     "MODEL_FREE", "RUN_KIND", "SCREENING", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions",

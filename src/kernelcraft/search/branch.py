@@ -10,7 +10,8 @@ from collections import Counter
 
 from ..agents import TriedIdea
 from ..llm import LLMError
-from .strategy import Outcome, TaskContext, register, run_parallel
+from .registry import register
+from .strategy import Outcome, TaskContext, run_parallel
 
 # What the coder is asked when the planner gave no usable idea: the round still spends its budget.
 FALLBACK_IDEA = "Write the fastest correct kernel you can: fuse the operations and make every memory access count."

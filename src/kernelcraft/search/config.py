@@ -131,14 +131,14 @@ class SearchConfig(BaseModel):
     def needs_model(self) -> bool:
         """Whether the run asks a language model anything: every strategy but a model-free one does,
         and skills need one whatever the strategy."""
-        from .strategy import MODEL_FREE  # here, not at the top: strategies import this module
+        from .registry import MODEL_FREE  # here, not at the top: the strategies register when the package is imported
 
         return self.strategy not in MODEL_FREE or self.skills.enabled
 
     @field_validator("strategy")
     @classmethod
     def _registered(cls, v: str) -> str:
-        from .strategy import STRATEGIES  # here, not at the top: strategies import this module
+        from .registry import STRATEGIES  # here, not at the top: the strategies register when the package is imported
 
         if v not in STRATEGIES:
             raise ValueError(f"unknown strategy {v!r}: use one of {', '.join(sorted(STRATEGIES))}")

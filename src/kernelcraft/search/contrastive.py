@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..agents import contrastive_sections
-from .strategy import Outcome, TaskContext, register, run_parallel
+from .registry import register
+from .strategy import Outcome, TaskContext, run_parallel
 
 SECTIONS = ("performance analysis", "algorithm design", "code")
 

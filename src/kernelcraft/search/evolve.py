@@ -18,7 +18,8 @@ from typing import Any
 
 from ..llm import Message
 from .features import archive_cell
-from .strategy import Outcome, TaskContext, register, run_parallel
+from .registry import register
+from .strategy import Outcome, TaskContext, run_parallel
 
 
 @dataclass(frozen=True)

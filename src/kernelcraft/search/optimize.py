@@ -28,7 +28,8 @@ from .config import OptimizeConfig
 from .errors import Parked, RunStopped, TaskFailed
 from .parked import ParkedWork
 from .skill_use import SkillLearner, Verification, skill_schemes
-from .strategy import MODEL_FREE, STRATEGIES, CallLog, SearchEvent, TaskContext, best_attempt
+from .registry import MODEL_FREE, STRATEGIES
+from .strategy import CallLog, SearchEvent, TaskContext, best_attempt
 
 RUN_KIND = "optimize"
 

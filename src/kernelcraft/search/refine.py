@@ -10,7 +10,8 @@ from typing import Any
 
 from ..llm import LLMError, Message
 from .history import Exchange, trimmed_history
-from .strategy import Outcome, TaskContext, register, run_parallel
+from .registry import register
+from .strategy import Outcome, TaskContext, run_parallel
 
 
 def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, meta: dict[str, Any] | None = None) -> list[Outcome]:

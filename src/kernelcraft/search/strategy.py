@@ -4,7 +4,7 @@ A strategy decides which prompts to send and which candidates to judge; `TaskCon
 rest the same way for all of them: judging (each distinct source once per verdict context, through
 judge.reuse.VerdictReuse, whose rules the judge service and the RL environment follow too), recording every
 attempt in the store, telling the run's progress display, and stopping when the run must stop.
-Every strategy registers in `STRATEGIES`; a resumed run replays the attempts already recorded
+Every strategy registers in `STRATEGIES` (registry.py); a resumed run replays the attempts already recorded
 (`prior_attempt`) and the decisions already saved (`saved`) instead of asking again.
 
 A line of work parks (raises Parked) when its model reply is not in yet (a batch) or when the judge
@@ -348,18 +348,6 @@ class TaskContext:
         self.store.put_state(self.run_id, self.task.key, key, value)
 
 
-class Strategy(Protocol):
-    """Spends the run's budget on one task; raises RunStopped or TaskFailed, or returns when done."""
-
-    def run(self, ctx: TaskContext) -> None: ...
-
-
-STRATEGIES: dict[str, Callable[[], Strategy]] = {}
-MODEL_FREE: set[str] = set()  # strategies that never ask a model
-# Why a strategy cannot work on a task (None: it can), for strategies that need a kind of task.
-TASK_CHECKS: dict[str, Callable[[Task], str | None]] = {}
-
-
 def run_parallel(jobs: Iterable[Callable[[], T]], name: str) -> list[T]:
     """Run jobs in threads (model calls and judge evaluations have their own limits below); when some
     fail, raise RunStopped first: a stopping run outranks one task's failure."""
@@ -372,25 +360,6 @@ def run_parallel(jobs: Iterable[Callable[[], T]], name: str) -> list[T]:
     for e in sorted((e for e in errors if e is not None), key=lambda e: not isinstance(e, RunStopped)):
         raise e
     return [f.result() for f in futures]
-
-
-def register(name: str, *, needs_model: bool = True, task_check: Callable[[Task], str | None] | None = None
-             ) -> Callable[[type], type]:
-    """Add a strategy class to STRATEGIES under `name`: whether it asks a model, and which tasks it can work on."""
-    def add(cls: type) -> type:
-        STRATEGIES[name] = cls
-        if not needs_model:
-            MODEL_FREE.add(name)
-        if task_check is not None:
-            TASK_CHECKS[name] = task_check
-        return cls
-    return add
-
-
-def unsuited(strategy: str, tasks: Iterable[Task]) -> str | None:
-    """Why `strategy` cannot work on one of `tasks` (the first such task), or None when it can on all."""
-    check = TASK_CHECKS.get(strategy)
-    return next((reason for t in tasks if check is not None and (reason := check(t)) is not None), None)
 
 
 class Scored(Protocol):

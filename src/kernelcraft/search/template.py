@@ -21,7 +21,8 @@ from ..judge import normalized_hash
 from ..kernels.gemm import DeviceCaps, KernelConfig, config_from_dict, config_of_source, kernel_space, render_config
 from ..tasks import Shape, Task, shape_of
 from .errors import TaskFailed
-from .strategy import SCREENING, Outcome, TaskContext, register, run_parallel
+from .registry import register
+from .strategy import SCREENING, Outcome, TaskContext, run_parallel
 
 COARSE, FINE = 0, 1  # the turns of the two stages
 

@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..judge import Status
 from ..settings import one_line
-from ..store.db import JobRow
+from ..store.jobs import JobRow
 from ..tasks import TaskError
 from .models import API_PREFIX, Health, JobView, SubmitRequest, SubmitResponse
 from .queue import JobQueue

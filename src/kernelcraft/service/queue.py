@@ -25,7 +25,7 @@ from ..judge import Job, JudgeConfig, LocalPool, Result, describe_device
 from ..judge.reuse import Claim, VerdictReuse, verdict_context
 from ..judge.sandbox import kill_all_workers
 from ..store import Store
-from ..store.db import JobRow
+from ..store.jobs import JobRow
 from ..tasks import Task
 from .resolve import task_from_record, task_record
 

@@ -17,9 +17,10 @@ from typing import Any
 from ..judge import KernelProfile, Verdict
 from ..judge.reuse import NOT_REUSED
 from ..judge.verdict import TimingStats
-from ..llm import CallFiles, CallRecord, RecordedCall, read_reply, write_call
 from ..tasks import Task
-from .schema import MIGRATIONS
+from .calls import CallTables
+from .jobs import JobTables
+from .schema import MIGRATIONS, statements
 from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
@@ -30,21 +31,6 @@ _REUSABLE = f"v.status NOT IN ({', '.join(repr(s.value) for s in sorted(NOT_REUS
 
 class StoreError(Exception):
     """The workspace cannot be opened: not a directory, not writable, or its database is not kernelcraft's."""
-
-
-def _statements(script: str) -> list[str]:
-    """A migration script as single statements (executescript would commit the migration's transaction)."""
-    out: list[str] = []
-    buf = ""
-    for piece in script.split(";"):
-        buf += piece + ";"
-        if sqlite3.complete_statement(buf):
-            if buf.strip(" \n\t;"):
-                out.append(buf.strip())
-            buf = ""
-    if buf.strip(" \n\t;"):
-        raise ValueError(f"incomplete SQL statement in a migration: {buf.strip()[:60]}")
-    return out
 
 
 @dataclass(frozen=True)
@@ -59,25 +45,6 @@ class VerdictRow:
     effective_speedup: float | None
     flags: str
     created_at: float
-
-
-@dataclass(frozen=True)
-class LLMCallRow:
-    id: int
-    run_id: str | None
-    purpose: str
-    task_key: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-    latency_s: float | None
-    cached: bool
-    error: str | None
-    prompt_path: str
-    reply_path: str | None
-    reasoning_tokens: int = 0  # of completion_tokens, where the provider says
-    reasoning_path: str | None = None  # a reasoning model's thinking, apart from the reply
 
 
 @dataclass(frozen=True)
@@ -133,33 +100,7 @@ class Baseline:
     q3_ms: float
 
 
-@dataclass(frozen=True)
-class JobRow:
-    """A candidate submitted to the judge service: queued, running, done (with its verdict) or failed."""
-
-    id: int
-    client_key: str | None
-    status: str
-    task_key: str
-    task: dict[str, Any]  # the task as resolved at submission, source included
-    source: str
-    fresh: bool  # judge again even if an equal candidate has a verdict
-    verdict_id: int | None
-    reused: bool  # the verdict is an earlier one of an equal candidate
-    error: str | None
-    claims: int  # times a dispatcher took it (more than one after a restart)
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-
-    @classmethod
-    def from_row(cls, r: sqlite3.Row) -> "JobRow":
-        d = dict(r)
-        task = json.loads(d.pop("task_json"))
-        return cls(**{**d, "fresh": bool(d["fresh"]), "reused": bool(d["reused"])}, task=task)
-
-
-class Store(SkillTables):
+class Store(JobTables, CallTables, SkillTables):
     """Thread-safe access to a workspace's database (one connection, serialised)."""
 
     def __init__(self, workspace: Path) -> None:
@@ -218,7 +159,7 @@ class Store(SkillTables):
                     self._conn.execute("COMMIT")
                     return
                 try:
-                    for statement in _statements(MIGRATIONS[version]):
+                    for statement in statements(MIGRATIONS[version]):
                         self._conn.execute(statement)
                     self._conn.execute(f"PRAGMA user_version = {version + 1}")
                 except BaseException:
@@ -338,13 +279,6 @@ class Store(SkillTables):
             raise KeyError(f"no verdict {verdict_id}")
         return rows[0][0]
 
-    def llm_reply(self, call_id: int) -> str | None:
-        """The text of a recorded model reply, or None when the call failed."""
-        rows = self._query("SELECT prompt_path, reply_path FROM llm_calls WHERE id=?", (call_id,))
-        if not rows or rows[0]["reply_path"] is None:
-            return None
-        return read_reply(CallFiles(self.workspace / rows[0]["prompt_path"], self.workspace / rows[0]["reply_path"]))
-
     # -- verdicts ------------------------------------------------------------------------------
     def record_verdict(self, task: Task, source: str, verdict: Verdict, *, run_id: str | None = None, origin: str = "",
                        norm_hash: str = "", context_hash: str = "") -> int:
@@ -444,97 +378,3 @@ class Store(SkillTables):
     def record_vetting(self, task_key: str, device: str, degenerate: bool, findings: list[dict[str, Any]]) -> None:
         self._exec("INSERT INTO vettings (task_key, device, degenerate, findings_json, created_at) VALUES (?,?,?,?,?)",
                    (task_key, device, int(degenerate), json.dumps(findings), time.time()))
-
-    # -- judge service jobs ------------------------------------------------------------------------
-    def add_job(self, task_key: str, task: dict[str, Any], source: str, *, client_key: str | None = None,
-                fresh: bool = False) -> tuple[JobRow, bool]:
-        """Queue a job; with a `client_key` already used, the job it named instead. Returns (job, created)."""
-        cur = self._exec("INSERT INTO jobs (client_key, status, task_key, task_json, source, fresh, created_at) "
-                         "VALUES (?,?,?,?,?,?,?) ON CONFLICT(client_key) DO NOTHING",
-                         (client_key, "queued", task_key, json.dumps(task), source, int(fresh), time.time()))
-        if cur.rowcount == 1:
-            return self.job(int(cur.lastrowid)), True
-        rows = self._query("SELECT * FROM jobs WHERE client_key=?", (client_key,))
-        return JobRow.from_row(rows[0]), False
-
-    def claim_job(self) -> JobRow | None:
-        """Mark the oldest queued job running and return it; None when none is queued. The update is conditional
-        on the job still being queued, so no two claimers (threads or processes) get the same job."""
-        while True:
-            rows = self._query("SELECT id FROM jobs WHERE status='queued' ORDER BY id LIMIT 1")
-            if not rows:
-                return None
-            cur = self._exec("UPDATE jobs SET status='running', started_at=?, claims=claims+1 WHERE id=? AND status='queued'",
-                             (time.time(), rows[0][0]))
-            if cur.rowcount == 1:
-                return self.job(rows[0][0])
-
-    def finish_job(self, job_id: int, verdict_id: int, *, reused: bool = False) -> None:
-        self._exec("UPDATE jobs SET status='done', verdict_id=?, reused=?, finished_at=? WHERE id=? AND status='running'",
-                   (verdict_id, int(reused), time.time(), job_id))
-
-    def fail_job(self, job_id: int, error: str) -> None:
-        self._exec("UPDATE jobs SET status='failed', error=?, finished_at=? WHERE id=? AND status='running'",
-                   (error, time.time(), job_id))
-
-    def requeue_running_jobs(self) -> int:
-        """Put jobs left running (by a service that stopped or was killed) back in the queue; how many."""
-        return self._exec("UPDATE jobs SET status='queued', started_at=NULL WHERE status='running'").rowcount
-
-    def job(self, job_id: int) -> JobRow:
-        rows = self._query("SELECT * FROM jobs WHERE id=?", (job_id,))
-        if not rows:
-            raise KeyError(f"no job {job_id}")
-        return JobRow.from_row(rows[0])
-
-    def jobs(self, status: str | None = None) -> list[JobRow]:
-        rows = self._query("SELECT * FROM jobs" + (" WHERE status=?" if status else "") + " ORDER BY id",
-                           (status,) if status else ())
-        return [JobRow.from_row(r) for r in rows]
-
-    def job_counts(self) -> dict[str, int]:
-        """Jobs by status."""
-        return {r[0]: int(r[1]) for r in self._query("SELECT status, count(*) FROM jobs GROUP BY status")}
-
-    def job_judge_errors(self) -> dict[str, int]:
-        """Finished jobs whose verdict is a judge_error (the judge's own failure), by the verdict's message."""
-        rows = self._query("SELECT v.verdict_json FROM jobs j JOIN verdicts v ON v.id = j.verdict_id "
-                           "WHERE j.status='done' AND v.status='judge_error'")
-        causes: dict[str, int] = {}
-        for r in rows:
-            message = json.loads(r[0]).get("message", "")
-            causes[message] = causes.get(message, 0) + 1
-        return causes
-
-    # -- llm calls -----------------------------------------------------------------------------
-    def record_llm_call(self, record: CallRecord, run_id: str | None = None) -> int:
-        """A model call with its prompt and reply written as files under the run's directory (`llm.write_call`)."""
-        files = write_call(self.workspace / "runs" / (run_id or "no-run") / "llm", RecordedCall.of(record))
-        req, reply = record.request, record.reply
-        cur = self._exec(
-            "INSERT INTO llm_calls (run_id, purpose, task_key, model, request_key, sample, prompt_tokens, completion_tokens, "
-            "cost_usd, latency_s, attempts, cached, error, prompt_path, reply_path, reasoning_tokens, reasoning_path, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, req.purpose, req.task, reply.model if reply else req.model, req.key(), req.sample,
-             reply.usage.prompt_tokens if reply else 0, reply.usage.completion_tokens if reply else 0,
-             reply.cost_usd if reply else None, reply.latency_s if reply else None, reply.attempts if reply else 0,
-             int(reply.cached) if reply else 0, record.error, self._relative(files.prompt), self._relative(files.reply),
-             reply.usage.reasoning_tokens if reply else 0, self._relative(files.reasoning), record.started_at or time.time()))
-        return int(cur.lastrowid)
-
-    def _relative(self, path: Path | None) -> str | None:
-        return str(path.relative_to(self.workspace)) if path is not None else None
-
-    def call_files(self, call: LLMCallRow) -> CallFiles:
-        """Where a recorded call's files are (read them with `llm.read_call`)."""
-        return CallFiles(self.workspace / call.prompt_path, self.workspace / call.reply_path if call.reply_path else None,
-                         self.workspace / call.reasoning_path if call.reasoning_path else None)
-
-    def llm_calls(self, *, run_id: str | None = None) -> list[LLMCallRow]:
-        rows = self._query("SELECT * FROM llm_calls" + (" WHERE run_id=?" if run_id else "") + " ORDER BY id",
-                           (run_id,) if run_id else ())
-        return [LLMCallRow(id=r["id"], run_id=r["run_id"], purpose=r["purpose"], task_key=r["task_key"], model=r["model"],
-                           prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"], cost_usd=r["cost_usd"],
-                           latency_s=r["latency_s"], cached=bool(r["cached"]), error=r["error"], prompt_path=r["prompt_path"],
-                           reply_path=r["reply_path"], reasoning_tokens=r["reasoning_tokens"],
-                           reasoning_path=r["reasoning_path"]) for r in rows]

@@ -1,4 +1,9 @@
-"""Schema migrations, applied in order; `PRAGMA user_version` records how many ran."""
+"""Schema migrations, applied in order; `PRAGMA user_version` records how many ran. `statements` splits
+one into the statements Store runs."""
+
+from __future__ import annotations
+
+import sqlite3
 
 MIGRATIONS: list[str] = [
     """
@@ -197,3 +202,18 @@ MIGRATIONS: list[str] = [
     );
     """,
 ]
+
+
+def statements(script: str) -> list[str]:
+    """A migration script as single statements (executescript would commit the migration's transaction)."""
+    out: list[str] = []
+    buf = ""
+    for piece in script.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n\t;"):
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip(" \n\t;"):
+        raise ValueError(f"incomplete SQL statement in a migration: {buf.strip()[:60]}")
+    return out
