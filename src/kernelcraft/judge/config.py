@@ -34,7 +34,7 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """The timing recipe of judge-hardening.md, with its knobs."""
+    """The timing recipe (docs/judge.md), with its knobs."""
 
     warmup_ms: float = 25.0
     warmup_calls: int = 3
@@ -81,7 +81,7 @@ class TimingConfig:
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    """Everything the judge can be told. Rules of DESIGN.md hold whatever these say."""
+    """Everything the judge can be told. The rules of docs/judge.md hold whatever these say."""
 
     seeds: int = 5  # correctness seeds (secret, drawn per judge session)
     binary_seeds: int = 2  # 0/1 input sets of tasks that ask for the binary_exact check
