@@ -21,11 +21,13 @@ from typing import Any
 
 _WHERE = {
     **dict.fromkeys(['DEFAULT_TOLERANCE', 'JudgeConfig', 'Timeouts', 'TimingConfig'], "config"),
-    **dict.fromkeys(['DeviceDescription', 'DeviceUnavailable', 'check_device', 'describe_device', 'device_indices'], "device"),
+    **dict.fromkeys(['DeviceDescription', 'DeviceUnavailable', 'check_device', 'describe_device', 'device_key', 'gpu_indices'], "device"),
     **dict.fromkeys(['JUDGE_VERSION', 'Judge', 'baseline_kind', 'self_check_source', 'source_hash'], "evaluate"),
     **dict.fromkeys(['KernelProfile', 'KernelRecord'], "kernel_profile"),
     **dict.fromkeys(['context_hash', 'normalized_hash', 'normalized_source'], "normalize"),
-    **dict.fromkeys(['Job', 'LocalPool', 'Result'], "pool"),
+    **dict.fromkeys(['Executor', 'Job', 'Result', 'judged_map', 'open_executor'], "executor"),
+    **dict.fromkeys(['LocalPool'], "pool"),
+    **dict.fromkeys(['RayPool', 'RayUnavailable'], "ray_pool"),
     **dict.fromkeys(['KernelProfiler'], "profiler"),
     **dict.fromkeys(['TaskRunError'], "reference"),
     **dict.fromkeys(['Roofline'], "roofline"),
@@ -49,11 +51,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-__all__ = [
-    "DEFAULT_TOLERANCE", "JUDGE_VERSION", "LOW_COVERAGE", "SPEEDUP_CREDIT", "STAGES", "DeviceDescription", "DeviceUnavailable",
-    "Flag", "Job", "Judge", "JudgeConfig", "KernelProfile", "KernelProfiler", "KernelRecord", "LocalPool", "Result", "Roofline",
-    "Slowdown", "StageResult", "StaticReport", "Status", "TaskRules", "TaskRunError", "Timeouts", "TimingConfig", "TimingStats",
-    "Verdict", "baseline_kind", "check_device", "check_source", "context_hash", "describe_device", "device_indices",
-    "honest_speedup", "normalized_hash", "normalized_source", "overstatement", "reference_slowdown", "self_check_source",
-    "source_hash",
-]
+__all__ = sorted(_WHERE)

@@ -29,20 +29,39 @@ def check_device(device: str) -> None:
         raise DeviceUnavailable("no CUDA device is available here: use --device cpu, or run on a GPU machine")
 
 
-def device_indices(device: str, gpus: int) -> list[int]:
-    """The device indices a pool spreads its evaluations over: the first `gpus` CUDA devices, or
-    the one CPU. Raise DeviceUnavailable for more GPUs than this machine has, or GPUs on the CPU."""
+def gpu_indices(device: str, gpus: str | None) -> list[int]:
+    """The device indices a pool spreads its evaluations over: `gpus` is "all" (the default: every visible
+    CUDA device) or indices such as "0,1"; the CPU is the one device 0. Raise DeviceUnavailable for an index
+    this machine lacks, a malformed list, or GPUs named with the CPU."""
     check_device(device)
-    if gpus < 1:
-        raise DeviceUnavailable(f"--gpus {gpus}: give 1 or more")
+    spec = (gpus or "all").strip()
     if device == "cpu":
-        if gpus > 1:
-            raise DeviceUnavailable(f"--gpus {gpus} with --device cpu: the CPU is one device")
+        if spec not in ("all", "0"):
+            raise DeviceUnavailable(f"--gpus {spec} with --device cpu: the CPU is one device")
         return [0]
     have = torch.cuda.device_count()
-    if gpus > have:
-        raise DeviceUnavailable(f"--gpus {gpus}: this machine has {have} CUDA device(s)")
-    return list(range(gpus))
+    if spec == "all":
+        return list(range(have))
+    try:
+        indices = [int(part) for part in spec.split(",")]
+    except ValueError:
+        raise DeviceUnavailable(f"--gpus {spec}: give all, or device indices such as 0,1") from None
+    if len(set(indices)) != len(indices):
+        raise DeviceUnavailable(f"--gpus {spec}: an index is given twice")
+    missing = [i for i in indices if not 0 <= i < have]
+    if missing:
+        raise DeviceUnavailable(f"--gpus {spec}: this machine has {have} CUDA device(s) (0..{have - 1}), not {missing[0]}")
+    return indices
+
+
+def device_key(device: str, index: int) -> str:
+    """A name for the physical device, the same in every process whatever CUDA_VISIBLE_DEVICES shows it as
+    (a Ray actor sees its GPU as 0): the GPU's UUID, else the kind and index."""
+    if device == "cuda":
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        if uuid is not None:
+            return f"cuda-{uuid}"
+    return f"{device}-{index}"
 
 
 def describe_device(device: str, index: int = 0) -> DeviceDescription:

@@ -12,13 +12,15 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .device import device_key
+
 
 @contextmanager
 def device_lock(cache_dir: Path, device: str, index: int, *, shared: bool = False) -> Iterator[None]:
     """Hold the device's lock, exclusively or `shared`. A waiting exclusive holder goes first: it takes
     a turnstile that new shared holders pass through, so a stream of correctness checks cannot
     keep timing waiting forever."""
-    base = cache_dir / "locks" / f"{device}-{index}"
+    base = cache_dir / "locks" / device_key(device, index)
     base.parent.mkdir(parents=True, exist_ok=True)
     with ExitStack() as held:
         gate = held.enter_context(open(f"{base}.turnstile", "w"))
