@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -103,3 +104,65 @@ def test_the_console_summary_names_each_baseline_and_what_was_not_judged() -> No
 def test_summaries_per_level_and_overall() -> None:
     out = summarize_by_level([TaskOutcome("a", 1, True, 2.0), TaskOutcome("b", 2, False)])
     assert [s.label for s in out] == ["level 1", "level 2", "all"]
+
+
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+def test_two_devices_in_one_level_are_summarized_apart() -> None:
+    outcomes = [TaskOutcome("a", 1, True, 2.0, device_name=H100), TaskOutcome("b", 1, True, 8.0, device_name=H100),
+                TaskOutcome("c", 1, False, device_name=H100), TaskOutcome("d", 1, True, 3.0, device_name=H200),
+                TaskOutcome("e", 1, False),  # missing: no device; counts once, on the level's most common device
+                TaskOutcome("f", 2, True, 1.5, device_name=H200)]
+    out = summarize_by_level(outcomes)
+    assert [(s.label, s.device_name) for s in out] == [("level 1", H100), ("level 1", H200), ("level 2", H200),
+                                                       ("all", H100), ("all", H200)]
+    h100, h200 = out[0], out[1]
+    assert (h100.total, h100.judged, h100.correct) == (4, 4, 2) and (h200.total, h200.correct) == (1, 1)
+    assert h100.geomean == pytest.approx(4.0) and h200.geomean == pytest.approx(3.0)  # never sqrt(2*8*3) together
+    assert h100.fast_p[1.0] == pytest.approx(2 / 4) and h200.fast_p[1.0] == 1.0
+    all_h100, all_h200 = out[3], out[4]
+    assert (all_h100.total, all_h200.total) == (4, 2) and all_h200.geomean == pytest.approx(math.sqrt(3.0 * 1.5))
+    assert out[0].to_dict()["device_name"] == H100
+
+
+def test_a_level_without_any_device_goes_to_the_most_common_of_all() -> None:
+    outcomes = [TaskOutcome("a", 1, True, 2.0, device_name=H100), TaskOutcome("b", 1, True, 2.0, device_name=H200),
+                TaskOutcome("c", 1, True, 2.0, device_name=H200), TaskOutcome("d", 2, False)]
+    out = summarize_by_level(outcomes)
+    assert [(s.label, s.device_name, s.total) for s in out] == [("level 1", H100, 1), ("level 1", H200, 2),
+                                                                ("level 2", H200, 1), ("all", H100, 1), ("all", H200, 3)]
+
+
+def test_one_device_summarizes_as_without_device_names() -> None:
+    plain = [TaskOutcome("a", 1, True, 2.0, {COMPILE: 0.5}), TaskOutcome("b", 1, True, 0.7), TaskOutcome("c", 1, False),
+             TaskOutcome("d", 2, True, 1.3), TaskOutcome("e", 2, False, judge_error="disk full")]
+    named = [dataclasses.replace(o, device_name=H100) if o.task_key != "c" else o for o in plain]  # c: missing, no device
+    before, after = summarize_by_level(plain), summarize_by_level(named)
+    assert [s.label for s in after] == ["level 1", "level 2", "all"] and {s.device_name for s in after} == {H100}
+    assert [{**s.to_dict(), "device_name": ""} for s in after] == [s.to_dict() for s in before]
+    assert after[2] == dataclasses.replace(summarize("all", plain), device_name=H100)
+
+
+def test_the_console_summary_has_a_device_column_only_for_several_devices() -> None:
+    def text(outcomes: list[TaskOutcome]) -> tuple[str, str]:
+        """The table as text, and its header line."""
+        console = Console(record=True, width=250)
+        console.print(summary_table(summarize_by_level(outcomes)))
+        out = console.export_text()
+        return out, next(line for line in out.splitlines() if "against" in line and "fast_1" in line)
+
+    one, header = text([TaskOutcome("a", 1, True, 2.0, device_name=H100), TaskOutcome("b", 1, False)])
+    assert "device" not in header and H100 not in one
+    several, header = text([TaskOutcome("a", 1, True, 2.0, device_name=H100), TaskOutcome("b", 1, True, 3.0, device_name=H200),
+                            TaskOutcome("c", 1, False, judge_error="disk full", device_name=H200)])
+    assert "device" in header and H100 in several and H200 in several
+    assert f"level 1 on {H200}: not judged: 1 (disk full)" in several
+
+
+def test_an_outcome_keeps_its_verdicts_device_name() -> None:
+    env = {"device_name": H200}
+    fast = Verdict(status=Status.CORRECT, task="t", device="cuda", speedup=3.0, significant=True, env=env)
+    wrong = Verdict(status=Status.INCORRECT, task="t", device="cuda", env=env)
+    lost = Verdict(status=Status.JUDGE_ERROR, task="t", device="cuda", message="lost", env=env)
+    assert {TaskOutcome.of_verdict("t", 1, v, {}).device_name for v in (fast, wrong, lost)} == {H200}

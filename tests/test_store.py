@@ -167,3 +167,13 @@ def test_correct_kernels_put_the_faster_measured_first_among_those_within_noise(
         ranked = [(source, speedup) for _, source, speedup in store.correct_kernels("ctx")]
     # 1.5 is a win; the three within noise count 1.0 each, the 1.08 one first; a significant 0.9 last
     assert ranked == [("src4", 1.5), ("src2", 1.0), ("src1", 1.0), ("src3", 1.0), ("src0", 0.9)]
+
+
+def test_a_verdict_records_the_device_index_and_node_it_was_measured_on(tmp_path: Path) -> None:
+    task = resolve_task("softmax_rows")
+    on_a_node = dataclasses.replace(_verdict(task.key, 2.0), env={"device_name": "cpu0", "device_index": 1, "node": "10.0.0.7"})
+    with Store(tmp_path) as store:
+        placed = store.record_verdict(task, "src0", on_a_node)
+        older = store.record_verdict(task, "src1", dataclasses.replace(_verdict(task.key, 1.5), candidate_hash="h1"))
+        rows = {r["id"]: (r["device_index"], r["node"]) for r in store._query("SELECT id, device_index, node FROM verdicts")}
+    assert rows == {placed: (1, "10.0.0.7"), older: (None, "")}  # a verdict without them (an older judge's)

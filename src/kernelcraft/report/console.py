@@ -81,11 +81,20 @@ def verdict_lines(v: Verdict) -> list[str]:
     return lines
 
 
+def _set_name(s: Summary, with_device: bool) -> str:
+    """A summary's name in the table's notes: its set, and its device when the table shows several."""
+    return f"{s.label} on {s.device_name or '-'}" if with_device else s.label
+
+
 def summary_table(summaries: list[Summary]) -> Table:
     """Per set of tasks, a row against each baseline (eager (strict) first); the caption says what was not
-    judged or could not be placed against a baseline, and the rules."""
+    judged or could not be placed against a baseline, and the rules. A "device" column appears only when the
+    summaries come from several device names (each set is then summarized once per device)."""
+    with_device = len({s.device_name for s in summaries}) > 1
     t = Table(title="suite summary: fast_p and speedups against each baseline", title_justify="left", caption_justify="left")
     t.add_column("set")
+    if with_device:
+        t.add_column("device")
     t.add_column("against")
     t.add_column("correct / tasks", justify="right")
     for p in FAST_P:
@@ -95,18 +104,24 @@ def summary_table(summaries: list[Summary]) -> Table:
     t.add_column("win rate", justify="right")
     notes = []
     for s in summaries:
+        name = _set_name(s, with_device)
+        head = [s.label, s.device_name or "-"] if with_device else [s.label]  # on the set's first row only
         for i, b in enumerate(s.baselines):
-            t.add_row(s.label if i == 0 else "", b.label, f"{b.correct}/{b.tasks}", *(f"{b.fast_p[p]:.0%}" for p in FAST_P),
+            t.add_row(*(head if i == 0 else [""] * len(head)), b.label, f"{b.correct}/{b.tasks}",
+                      *(f"{b.fast_p[p]:.0%}" for p in FAST_P),
                       f"{b.geomean:.2f}x" if b.geomean else "-", f"{b.median:.2f}x" if b.median else "-",
                       f"{b.win_rate:.0%}" if b.win_rate is not None else "-", end_section=i == len(s.baselines) - 1)
             if b.missing:
-                notes.append(f"{s.label}: {b.label} not recorded for {b.missing} correct task{'s' * (b.missing != 1)}, "
+                notes.append(f"{name}: {b.label} not recorded for {b.missing} correct task{'s' * (b.missing != 1)}, "
                              "left out of its row")
         if s.not_judged:
-            notes.append(f"{s.label}: {not_judged_text(s.not_judged)}, left out of every row (the judge's failure)")
+            notes.append(f"{name}: {not_judged_text(s.not_judged)}, left out of every row (the judge's failure)")
     notes.append("correct / tasks: correct tasks placed against the baseline / fast_p's denominator (the judged tasks, a missing "
                  "or failed one counting as not fast, less the correct ones without that baseline). strict: TF32 off everywhere, "
                  "the reference every verdict is timed against; PyTorch defaults: what users run.")
+    if with_device:
+        notes.append("device: speedups on different devices are never averaged together; a task missing or failed before "
+                     "the judge counts in its level's most common device's rows.")
     notes.append(f"speedups: {SPEEDUP_CREDIT} (README: Library calls and coverage).")
     t.caption = "\n".join(notes)
     return t

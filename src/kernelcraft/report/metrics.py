@@ -11,7 +11,9 @@ Rules, in one place:
   over eager (strict)'s recorded time on the same device (`baseline_ratios`). A failed task is not fast
   against any baseline; a correct task without X recorded cannot be placed and leaves X's denominator
   (`BaselineSummary.missing` counts them).
-- Geometric mean, median and win rate are over the correct tasks placed against the baseline."""
+- Geometric mean, median and win rate are over the correct tasks placed against the baseline.
+- Speedups measured on different devices are never put together: a set of tasks judged on several device names
+  is summarized once per device name (`summarize_by_level`)."""
 
 from __future__ import annotations
 
@@ -68,15 +70,17 @@ class TaskOutcome:
     speedup: float | None = None  # effective speedup vs eager (strict) (Verdict.effective_speedup)
     baseline_ratios: dict[str, float] = field(default_factory=dict)  # kind -> its recorded time / eager (strict)'s
     judge_error: str | None = None  # the cause, when the judge failed on its side and the task was not judged
+    device_name: str = ""  # the device its verdict came from; "" for a task missing or failed before the judge
 
     @classmethod
     def of_verdict(cls, task_key: str, level: int | None, v: Verdict, baselines: dict[str, Baseline]) -> "TaskOutcome":
         """A task judged once (`eval-suite`), with the baselines recorded for its verdict's device."""
+        device_name = str(v.env.get("device_name", ""))
         if v.status is Status.JUDGE_ERROR:
-            return cls(task_key, level, False, judge_error=judge_error_cause(v.message))
+            return cls(task_key, level, False, judge_error=judge_error_cause(v.message), device_name=device_name)
         if not v.correct:
-            return cls(task_key, level, False)
-        return cls(task_key, level, True, v.effective_speedup, baseline_ratios(baselines))
+            return cls(task_key, level, False, device_name=device_name)
+        return cls(task_key, level, True, v.effective_speedup, baseline_ratios(baselines), device_name=device_name)
 
     def speedup_vs(self, kind: str) -> float | None:
         """The speedup against baseline `kind`; None unless correct and, beyond eager (strict), recorded."""
@@ -111,6 +115,7 @@ class Summary:
     correct: int
     baselines: list[BaselineSummary] = field(default_factory=list)  # eager (strict) first
     not_judged: dict[str, int] = field(default_factory=dict)  # judge_error cause -> tasks
+    device_name: str = ""  # the device every speedup here was measured on ("" when none was named)
 
     @property
     def eager(self) -> BaselineSummary:
@@ -158,21 +163,50 @@ def _against(kind: str, judged: list[TaskOutcome]) -> BaselineSummary:
         win_rate=sum(1 for x in speeds if x > 1.0) / len(speeds) if speeds else None)
 
 
-def summarize(label: str, outcomes: list[TaskOutcome]) -> Summary:
-    """Against eager (strict), and against each other baseline some correct task has recorded."""
+def summarize(label: str, outcomes: list[TaskOutcome], device_name: str = "") -> Summary:
+    """Against eager (strict), and against each other baseline some correct task has recorded; `device_name` names the
+    device the outcomes were judged on (the caller keeps devices apart)."""
     judged = [o for o in outcomes if o.judge_error is None]
     summaries = [_against(kind, judged) for kind in BASELINES]
     return Summary(label=label, total=len(outcomes), judged=len(judged), correct=summaries[0].correct,
                    baselines=[s for s in summaries if s.kind == EAGER or s.correct],
-                   not_judged=dict(Counter(o.judge_error for o in outcomes if o.judge_error is not None)))
+                   not_judged=dict(Counter(o.judge_error for o in outcomes if o.judge_error is not None)),
+                   device_name=device_name)
+
+
+def _most_common_device(outcomes: list[TaskOutcome]) -> str:
+    """The device name most of the outcomes were judged on (ties: the first in name order); "" when none has one."""
+    counts = Counter(o.device_name for o in outcomes if o.device_name)
+    return min(counts, key=lambda name: (-counts[name], name)) if counts else ""
+
+
+def _placed(outcomes: list[TaskOutcome]) -> list[tuple[str, TaskOutcome]]:
+    """Each outcome with the device name it is summarized under: its own, else its level's most common, else the most
+    common of all (summarize_by_level's rule)."""
+    fallback = _most_common_device(outcomes)
+    home = {lv: _most_common_device([o for o in outcomes if o.level == lv]) or fallback for lv in {o.level for o in outcomes}}
+    return [(o.device_name or home[o.level], o) for o in outcomes]
+
+
+def _per_device(label: str, placed: list[tuple[str, TaskOutcome]]) -> list[Summary]:
+    """One summary of the placed outcomes per device name, in name order."""
+    return [summarize(label, [o for d, o in placed if d == device], device) for device in sorted({d for d, _ in placed})]
 
 
 def summarize_by_level(outcomes: list[TaskOutcome]) -> list[Summary]:
-    """One summary per level (tasks without a level together), then one over everything."""
+    """One summary per level (tasks without a level together), then one over everything; each once per device name
+    when the outcomes come from several, since speedups on different devices are never averaged together.
+
+    An outcome without a device name (a task missing or failed before the judge; in a run, a task without a correct
+    candidate) counts, as not fast, only in the row of its level's most common device name (the most common over all
+    levels when its level has none; ties: the first in name order), so that no task is counted twice. With a single
+    device name (the usual case) that is one summary per level, as before."""
     levels = sorted({o.level for o in outcomes}, key=lambda lv: (lv is None, lv or 0))
-    out = [summarize(f"level {lv}" if lv is not None else "tasks", [o for o in outcomes if o.level == lv]) for lv in levels]
+    placed = _placed(outcomes)
+    out = [s for lv in levels
+           for s in _per_device(f"level {lv}" if lv is not None else "tasks", [(d, o) for d, o in placed if o.level == lv])]
     if len(levels) > 1:
-        out.append(summarize("all", outcomes))
+        out += _per_device("all", placed)
     return out
 
 

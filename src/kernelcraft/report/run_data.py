@@ -122,8 +122,10 @@ class TaskReport:
         return self.judge_errors[0] if self.judge_errors and not judged else None
 
     def outcome(self) -> TaskOutcome:
+        """The task in the run's summaries, under the device its best verdict was measured on."""
+        device_name = str(self.best.verdict.env.get("device_name", "")) if self.best and self.best.verdict else ""
         return TaskOutcome(self.key, self.level, self.best is not None, self.best.speedup if self.best else None,
-                           self.baseline_ratios, self.not_judged)
+                           self.baseline_ratios, self.not_judged, device_name)
 
 
 @dataclass(frozen=True)

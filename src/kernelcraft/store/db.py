@@ -29,6 +29,13 @@ _BUSY_TIMEOUT_S = 30  # how long a connection waits for another's write lock
 _REUSABLE = f"v.status NOT IN ({', '.join(repr(s.value) for s in sorted(NOT_REUSED))})"
 
 
+def _device_index(verdict: Verdict) -> int | None:
+    """The index of the device a verdict was measured on, as the judge put it in the verdict's env; None for a
+    verdict without one (recorded by an older judge, or a judge error before a device was chosen)."""
+    index = verdict.env.get("device_index")
+    return None if index is None else int(index)
+
+
 class StoreError(Exception):
     """The workspace cannot be opened: not a directory, not writable, or its database is not kernelcraft's."""
 
@@ -288,13 +295,14 @@ class Store(JobTables, CallTables, SkillTables):
         cid = self.put_candidate(task.key, source, verdict.candidate_hash, origin, norm_hash)
         cur = self._exec(
             "INSERT INTO verdicts (candidate_id, task_key, run_id, device, device_name, status, speedup, effective_speedup, "
-            "reference_ms, candidate_ms, coverage, flags, judge_version, torch_version, verdict_json, context_hash, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "reference_ms, candidate_ms, coverage, flags, judge_version, torch_version, verdict_json, context_hash, device_index, "
+            "node, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (cid, task.key, run_id, verdict.device, str(verdict.env.get("device_name", "")), verdict.status.value,
              verdict.speedup, verdict.effective_speedup, verdict.reference.median_ms if verdict.reference else None,
              verdict.candidate.median_ms if verdict.candidate else None, verdict.coverage,
              ",".join(f.code for f in verdict.flags), str(verdict.env.get("judge_version", "")),
-             str(verdict.env.get("torch", "")), verdict.to_json(), context_hash, time.time()))
+             str(verdict.env.get("torch", "")), verdict.to_json(), context_hash, _device_index(verdict),
+             str(verdict.env.get("node", "")), time.time()))
         return int(cur.lastrowid)
 
     def correct_kernels(self, context_hash: str, limit: int = 50, *, other_than_run: str | None = None

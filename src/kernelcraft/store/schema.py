@@ -201,6 +201,11 @@ MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    """
+    -- where a verdict was measured when one run spreads over several devices and hosts (a Ray cluster)
+    ALTER TABLE verdicts ADD COLUMN device_index INTEGER;
+    ALTER TABLE verdicts ADD COLUMN node TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
