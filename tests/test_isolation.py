@@ -4,10 +4,13 @@ themselves are in tests/redteam/test_sandbox.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,25 @@ def test_a_root_worker_keeps_no_capability(tmp_path: Path) -> None:
     found = confined(pol, {"read_others": str(other)}, tmp_path)
     assert int(str(found["cap_eff"]), 16) == 0 and found["uid"] == 0
     assert found["read_others"] == "PermissionError"  # only CAP_DAC_OVERRIDE would open it
+
+
+def test_a_cache_closed_to_the_workers_user_is_one_line_at_the_judges_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that run as another user cannot enter a cache under a 0700 directory: said once, at the start,
+    not as a judge error on every candidate."""
+    from kernelcraft.judge import isolation as iso_mod
+    from kernelcraft.judge.isolation import CacheClosed, check_cache_reachable
+
+    base = Path(tempfile.mkdtemp())  # not tmp_path: pytest's own folder is closed to other users
+    try:
+        base.chmod(0o755)
+        closed = base / "closed"
+        (closed / "ws").mkdir(parents=True)
+        closed.chmod(0o700)
+        real = iso_mod.isolation()
+        monkeypatch.setattr(iso_mod, "isolation", lambda: dataclasses.replace(real, uid=12345, gid=12345))
+        with pytest.raises(CacheClosed, match=f"{closed} is closed to other users"):
+            check_cache_reachable(closed / "ws" / "cache")
+        closed.chmod(0o755)
+        check_cache_reachable(closed / "ws" / "cache")
+    finally:
+        shutil.rmtree(base)

@@ -14,7 +14,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..judge import DeviceUnavailable, Job, Judge, LocalPool, TaskRunError, Verdict, baseline_kind, device_indices
+from ..judge import (DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind, judged_map,
+                     open_executor)
+from ..judge.isolation import CacheClosed
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
@@ -22,7 +24,7 @@ from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
 from ..store import SUMMARY_BASELINES, Store, StoreError, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
-from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RtolOpt,
+from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
                      print_verdict, progress, read_text, target_tasks)
 
@@ -174,7 +176,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent evaluations (default: half the cores, at most 8)."),
                    sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, seeds: Optional[int] = SeedsOpt,
                    atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt, baselines: bool = BaselinesOpt,
-                   gpus: int = GpusOpt) -> None:
+                   gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt) -> None:
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate, against
     eager (strict) and each baseline users compare with, each speedup counted as the judge counts it (README: Library
     calls and coverage); tasks the judge failed on (judge_error) reported apart."""
@@ -183,7 +185,6 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     tasks = target_tasks(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
     cfg = judge_config(config, seeds, atol, rtol)
     jobs, missing = [], []
-    indices = device_indices(device, gpus)
     for t in tasks:
         p = find_solution(t, solutions)
         if p is None:
@@ -198,13 +199,12 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     judged: list[tuple[Task, Verdict]] = []
     with Store(workspace) as store:
         run_id = store.start_run("eval-suite", {"suite": suite, "solutions": str(solutions), "device": device})
-        with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers,
-                       device_indices=indices) as pool, \
+        with open_executor(device, cache_dir=store.cache_dir, config=cfg, gpus=gpus, ray=ray, workers=workers) as pool, \
                 Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                          TimeElapsedColumn(), console=err, transient=True) as bar:
             counter = bar.add_task("eval", total=len(jobs), info="")
             correct = 0
-            for r in pool.map(jobs):
+            for r in judged_map(pool, jobs):
                 t = r.job.task
                 if r.verdict is None:
                     rows.append({"task": t.key, "level": t.level, "status": "task_error", "message": r.error})
@@ -278,8 +278,8 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except (TaskError, TaskRunError, DeviceUnavailable, UsageError, EndpointError, SkillError, SkillFileError, StoreError,
-            SettingsError) as e:
+    except (TaskError, TaskRunError, DeviceUnavailable, RayUnavailable, CacheClosed, UsageError, EndpointError, SkillError,
+            SkillFileError, StoreError, SettingsError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except OSError as e:

@@ -33,7 +33,10 @@ WorkspaceOpt = typer.Option(Path(os.environ.get("KERNELCRAFT_WORKSPACE", "kernel
                             help="Workspace directory (database, build cache, artifacts).")
 DeviceOpt = typer.Option("cuda", "--device", "-d", help="cuda or cpu.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON for machines.")
-GpusOpt = typer.Option(1, "--gpus", help="Spread the evaluations over this machine's first N GPUs (--workers each).")
+GpusOpt = typer.Option(None, "--gpus", help="The GPUs to judge on: all (default: every visible GPU) or indices such as "
+                                             "0,1 (--workers each).")
+RayOpt = typer.Option(None, "--ray", help="Judge on a Ray cluster instead: auto (the cluster `ray start` made), local "
+                                          "(a Ray instance of this run's own) or the cluster's address (--workers per GPU).")
 SetOpt = typer.Option([], "--set", help="Override a task's module-level size constant, e.g. --set batch_size=16 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Judge options from a TOML file (keys of JudgeConfig).")
 SeedsOpt = typer.Option(None, "--seeds", min=1, help="Correctness seeds (default 5).")

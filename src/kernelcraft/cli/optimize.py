@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..judge import LocalPool, check_device, describe_device
+from ..judge import check_device, open_executor
 from ..llm import Spend, make_client
 from ..report import RunReport, Summary, load_run, not_judged_text, status_text, summarize_by_level, summary_table, write_report
 from ..search import (BranchOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent, TemplateOptions,
@@ -21,13 +21,13 @@ from ..search import (BranchOptions, EvolveOptions, OptimizeConfig, Optimizer, R
 from ..store import Store, fill_baselines
 from ..tasks import Task, resolve_target
 from .app import app
-from .common import (BaselinesOpt, FromModelOpt, InitInputsOpt, InputsOpt, JsonOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
+from .common import (BaselinesOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
                      option_default, out, progress)
 from .run_config import MODEL_SPEC, llm_flags, new_config, resumed_config
 
 # What `optimize --resume` may be given; every other setting is the run's own (a TARGET has its own message).
 _RESUME_OPTIONS = {"target", "resume", "budget_tokens", "budget_usd", "budget_judge_calls", "budget_wall_s", "out_dir", "workspace",
-                   "as_json", "baselines"}
+                   "as_json", "baselines", "gpus", "ray"}  # where it judges: this invocation's machine, not the run's
 # The options that set a field of OptimizeConfig, by its dotted path; the model and endpoint ones go through llm_flags.
 _PATHS = {"inputs": "inputs", "init_inputs": "init_inputs", "sample": "sample", "from_model": "from_model", "device": "device",
           "workers": "workers", "strategy": "search.strategy", "turns": "search.turns", "samples": "search.samples",
@@ -158,7 +158,7 @@ def optimize_cmd(
                                                      "field of OptimizeConfig is a task's size constant, e.g. batch_size=16 "
                                                      "(repeatable)."),
     device: Optional[str] = typer.Option(None, "--device", "-d", help="cuda (the default) or cpu."), workspace: Path = WorkspaceOpt,
-    as_json: bool = JsonOpt, baselines: bool = BaselinesOpt,
+    as_json: bool = JsonOpt, baselines: bool = BaselinesOpt, gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
 ) -> None:
     """Write faster kernels for every task of TARGET with a language model (or, with --strategy template, by searching
     Triton GEMM templates); every one is proved by the judge. Exit 0 when the run finished, 3 when it stopped early
@@ -192,8 +192,9 @@ def optimize_cmd(
         found = client.survey() if resume is not None else None
         if found is not None:  # what a resumed run finds first: replies matched, requests still pending and where
             err.print(f"resuming: {found}", highlight=False, soft_wrap=True)
-        with LocalPool(config.device, cache_dir=store.cache_dir, config=config.judge, workers=config.workers) as pool:
-            dev = describe_device(config.device)
+        with open_executor(config.device, cache_dir=store.cache_dir, config=config.judge, gpus=gpus, ray=ray,
+                           workers=config.workers) as pool:
+            dev = pool.description
             optimizer = Optimizer(config, store, client, pool, dev)
             run_id = resume or optimizer.start(tasks)
             kernels = "kernel metrics by ncu" if optimizer.profiler else f"no kernel metrics ({optimizer.no_profile})"

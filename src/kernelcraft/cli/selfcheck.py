@@ -12,12 +12,12 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..judge import JUDGE_VERSION, LocalPool, Result, describe_device, device_indices, self_check_source
+from ..judge import JUDGE_VERSION, Job, Result, open_executor, self_check_source
 from ..report import status_text
 from ..report.selfcheck import SELF_CHECK_RUN, SelfCheckRow, self_checked, summarize_self_check
 from ..store import Store
 from .app import app
-from .common import ConfigOpt, DeviceOpt, GpusOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out, target_tasks
+from .common import ConfigOpt, DeviceOpt, GpusOpt, JsonOpt, RayOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out, target_tasks
 
 
 def _gb(n: int) -> str:
@@ -59,7 +59,7 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
                    report_only: bool = typer.Option(False, "--report-only", help="Judge nothing: show what the workspace holds."),
                    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write every row and the summary as JSON here."),
                    sets: list[str] = SetOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt,
-                   gpus: int = GpusOpt) -> None:
+                   gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt) -> None:
     """Judge each task's own reference as its candidate: each must come out correct at 1.00x within
     the noise band, with no judge_error. Per task, the wall time, the peak disk, host and device memory
     and the noise band. Resumable: tasks already checked under this judge version on this device are
@@ -68,10 +68,10 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
     if not tasks:
         raise UsageError(f"{suite}: no task" + (f" of level {', '.join(map(str, levels))}" if levels else ""))
     cfg = judge_config(config)
-    indices = device_indices(device, gpus)
-    device_name = describe_device(device).name
     by_key = {t.key: t for t in tasks}
-    with Store(workspace) as store:
+    with Store(workspace) as store, open_executor(device, cache_dir=store.cache_dir, config=cfg, gpus=gpus, ray=ray,
+                                                  workers=workers) as pool:
+        device_name = pool.description.name
         known = self_checked(store, device_name, {t.key: t.level for t in tasks})
         # A judge_error is always judged again; with --redo-failed, every verdict but a correct one.
         kept = {"correct"} if redo_failed else {r.status for r in known.values()} - {"judge_error"}
@@ -79,16 +79,14 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
         run_id = store.start_run(SELF_CHECK_RUN, {"suite": suite, "device": device, "levels": levels, "judge_version": JUDGE_VERSION})
         started = time.monotonic()
         left = list(todo)
-        with LocalPool(device, cache_dir=store.cache_dir, config=cfg, workers=workers,
-                       device_indices=indices) as pool, \
-                Progress(TextColumn("self-check"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+        with Progress(TextColumn("self-check"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                          TimeElapsedColumn(), console=err, transient=True) as bar:
             progress = bar.add_task("check", total=len(todo), info="")
             running: set[Future[Result]] = set()
             while left or running:
                 in_budget = budget_wall_s is None or time.monotonic() - started < budget_wall_s
                 while left and in_budget and len(running) < pool.workers:
-                    running.add(pool.submit_self_check(left.pop(0)))
+                    running.add(pool.submit(Job(left.pop(0), "", self_check=True)))
                 if not running:
                     break
                 done, running = wait(running, return_when=FIRST_COMPLETED)

@@ -10,11 +10,12 @@ from typing import Optional
 import typer
 from pydantic import ValidationError
 
-from ..judge.isolation import isolation
+from ..judge import DeviceUnavailable, RayUnavailable
+from ..judge.isolation import CacheClosed, isolation
 from ..service.config import ServeConfig
 from ..settings import one_line
 from .app import app
-from .common import ConfigOpt, UsageError, WorkspaceOpt, judge_config, option_default
+from .common import ConfigOpt, GpusOpt, RayOpt, UsageError, WorkspaceOpt, judge_config, option_default
 
 TOKEN_ENV = "KERNELCRAFT_JUDGE_TOKEN"
 
@@ -40,7 +41,9 @@ def serve_judge_cmd(
                                                                            "only on a trusted network)."),
     port: int = typer.Option(option_default(ServeConfig, "port"), "--port", help="Port (0: any free one; the bound one is printed)."),
     device: str = typer.Option(option_default(ServeConfig, "device"), "--device", "-d", help="cuda or cpu."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations (default: half the cores, at most 8)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations per GPU (default: half the cores "
+                                                                  "over the GPUs, at most 8)."),
+    gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
     token_file: Optional[Path] = typer.Option(None, "--token-file", help=f"File holding the clients' token (default: ${TOKEN_ENV})."),
     config_file: Optional[Path] = ConfigOpt,
     insecure: bool = typer.Option(False, "--insecure", help="Serve even where candidates cannot be fully isolated "
@@ -55,7 +58,7 @@ def serve_judge_cmd(
     token = _token(token_file)
     judge = judge_config(config_file)
     try:
-        config = ServeConfig(host=host, port=port, device=device, workers=workers)
+        config = ServeConfig(host=host, port=port, device=device, workers=workers, gpus=gpus, ray=ray)
     except ValidationError as e:  # name the flag, in one line
         raise UsageError(f"--{one_line(e)}") from None
     try:
@@ -65,7 +68,7 @@ def serve_judge_cmd(
         raise UsageError(f"serve-judge needs the train extra ({e.name} is missing): pip install 'kernelcraft[train]'") from None
     try:
         serve(workspace, config, judge, token, announce=lambda line: print(line, file=sys.stderr, flush=True))
-    except (CannotListen, WorkspaceBusy) as e:
+    except (CannotListen, WorkspaceBusy, DeviceUnavailable, RayUnavailable, CacheClosed) as e:
         raise UsageError(str(e)) from None
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (uvicorn passes it on once it has shut down): a service's normal end
         print("judge service stopped; unfinished jobs are queued for its next start", file=sys.stderr)

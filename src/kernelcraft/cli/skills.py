@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..judge import LocalPool, check_device, describe_device
+from ..judge import check_device, open_executor
 from ..llm import make_client
 from ..search import Optimizer, Verification
 from ..skills import Skill, SkillFileError, SkillLibrary, read_skill_file
@@ -133,8 +133,8 @@ def _verify(store: Store, skill: Skill, task: str, model: Optional[str], base_ur
     check_device(config.device)
     client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
     client.check()
-    with LocalPool(config.device, cache_dir=store.cache_dir, config=config.judge) as pool:
-        optimizer = Optimizer(config, store, client, pool, describe_device(config.device))
+    with open_executor(config.device, cache_dir=store.cache_dir, config=config.judge) as pool:
+        optimizer = Optimizer(config, store, client, pool, pool.description)
         run_id = optimizer.start(tasks, kind=VERIFY_KIND)
         err.print(f"run {run_id}: verifying {skill.name} on {tasks[0].key} ({samples} x {turns} per arm)", highlight=False)
         return optimizer.verify_skill(run_id, tasks[0], skill)

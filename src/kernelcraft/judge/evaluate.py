@@ -30,6 +30,7 @@ from .ceilings import CeilingsCache
 from .config import JudgeConfig
 from .device import check_device, describe_device
 from .integrity import make_dir
+from .isolation import check_cache_reachable
 from .memory import MemoryBudget, memory_budget
 from .protocol import MeasureCeilings, PrepareBaselines, PrepareTiming, TimeReference, Vet
 from .reference import JudgeFault, ReferenceData, side
@@ -85,6 +86,7 @@ class Judge(TimingStage):
         self.device = device
         self.device_index = device_index
         self.cache_dir = make_dir(Path(cache_dir).resolve())  # workers run in their own directories
+        check_cache_reachable(self.cache_dir)
         self.config = config or JudgeConfig()
         self.build_jobs = build_jobs or max(1, (os.cpu_count() or 1))
         rng = secrets.SystemRandom()

@@ -119,6 +119,22 @@ def _unreadable_for_others(paths: list[str]) -> str | None:
     return None
 
 
+class CacheClosed(Exception):
+    """The judge's cache lies under a directory its sandboxed workers cannot enter; one line for the user."""
+
+
+def check_cache_reachable(cache_dir: Path) -> None:
+    """Raise CacheClosed if workers run as another user and cannot reach `cache_dir` (their scratch directories
+    and the published builds lie under it): every candidate would otherwise fail as a judge error."""
+    iso = isolation()
+    if iso.uid is None:
+        return
+    closed = _unreadable_for_others([str(cache_dir)])
+    if closed is not None:
+        raise CacheClosed(f"{closed} is closed to other users, and the judge's sandboxed workers (user {iso.uid}) must "
+                          f"reach {cache_dir}: chmod o+rx {closed}, or use a workspace elsewhere (-w)")
+
+
 @functools.cache
 def isolation() -> Isolation:
     """What this machine gives (probed once per process)."""

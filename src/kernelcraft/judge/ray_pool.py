@@ -2,8 +2,9 @@
 node for the CPU, each owning a local judge with its own workers, device lock and build cache (one per
 node, shared by the node's GPUs). Jobs travel as the task and the source; results come back as verdicts.
 
-The driver keeps the queue: a host takes as many jobs as it has workers, and a host that dies (its node
-lost, its process killed) has its jobs queued again for the others. Each job's future is settled once,
+The driver keeps the queue: a host takes as many jobs as it has workers, each task kept to the host that took
+it first (affinity.py), and a host that dies (its node lost, its process killed) has its jobs queued again for
+the others. Each job's future is settled once,
 so a caller that records verdicts as futures complete records each job once, whatever was judged twice.
 """
 
@@ -12,13 +13,13 @@ from __future__ import annotations
 import socket
 import tempfile
 import threading
-from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .affinity import AffinityQueue, Pending
 from .config import JudgeConfig
 from .device import DeviceDescription
 from .executor import Job, Result, judged_map
@@ -49,7 +50,7 @@ class JudgeHost:
     """A Ray actor's body: a LocalPool on the one GPU Ray gave it (CUDA device 0 in its process), or on its
     node's CPU. Threaded (max_concurrency), so its pool's workers all take jobs."""
 
-    def __init__(self, device: str, config: JudgeConfig | None, workers: int | None, cache_root: str | None) -> None:
+    def __init__(self, device: str, config: JudgeConfig | None, workers: int | None, cache_dir: str | None) -> None:
         import ray
 
         from .device import describe_device
@@ -58,7 +59,7 @@ class JudgeHost:
         gpu_ids = ray.get_gpu_ids()
         self.physical_index = int(gpu_ids[0]) if gpu_ids else 0
         self.host = socket.gethostname()
-        cache = Path(cache_root or tempfile.gettempdir()) / "kernelcraft-ray" / node[:16] / "cache"
+        cache = Path(cache_dir) if cache_dir else Path(tempfile.gettempdir()) / "kernelcraft-ray" / node[:16] / "cache"
         self.pool = LocalPool(device, cache_dir=cache, config=config, device_indices=[0], workers=workers)
         self.description = describe_device(device, 0)
         self.node = node
@@ -88,22 +89,15 @@ class _Host:
     alive: bool = True
 
 
-@dataclass(eq=False)
-class _Queued:
-    job: Job
-    future: "Future[Result]" = field(default_factory=Future)
-    tries: int = 0
-    running: bool = False
-
-
 class RayPool:
     """Evaluate candidates on every GPU (or, with the CPU, every node) of a Ray cluster. `address`: "auto"
     (the cluster `ray start` made on this machine), "local" (a Ray instance of this process's own, on this
     machine's devices) or a cluster's address. `workers`: concurrent evaluations per host (default: each
-    host's LocalPool default). `cache_root`: where each node keeps its build cache (default: its temp dir)."""
+    host's LocalPool default). `cache_dir`: each node's build cache, the same path on every node (default: a
+    folder of the node's temp dir named for the node)."""
 
     def __init__(self, device: str, *, address: str = "auto", config: JudgeConfig | None = None,
-                 workers: int | None = None, cache_root: str | None = None) -> None:
+                 workers: int | None = None, cache_dir: str | None = None) -> None:
         ray = _ray()
         self._ray = ray
         self.device = device
@@ -116,17 +110,17 @@ class RayPool:
                 raise RayUnavailable(f"--ray {address}: {str(e).strip().splitlines()[0]}") from None
             self._own_ray = True
         self._cv = threading.Condition()
-        self._queue: deque[_Queued] = deque()
+        self._queue = AffinityQueue()
         self._closed = False
         self.requeued = 0  # jobs queued again after their host died
-        self.hosts = self._start_hosts(device, config, workers, cache_root)
+        self.hosts = self._start_hosts(device, config, workers, cache_dir)
         self.workers = sum(h.workers for h in self.hosts)
         self._thread = threading.Thread(target=self._dispatch, name="kc-ray-dispatch", daemon=True)
         self._thread.start()
 
     # -- hosts ---------------------------------------------------------------------------------
     def _start_hosts(self, device: str, config: JudgeConfig | None, workers: int | None,
-                     cache_root: str | None) -> list[_Host]:
+                     cache_dir: str | None) -> list[_Host]:
         ray = self._ray
         actor = ray.remote(JudgeHost)
         concurrency = (workers or 8) + 2  # its pool's workers, and the info and close calls beside them
@@ -140,7 +134,7 @@ class RayPool:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             options = [{"scheduling_strategy": NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)}
                        for n in ray.nodes() if n.get("Alive")]
-        handles = [actor.options(num_cpus=0, max_concurrency=concurrency, **o).remote(device, config, workers, cache_root)
+        handles = [actor.options(num_cpus=0, max_concurrency=concurrency, **o).remote(device, config, workers, cache_dir)
                    for o in options]
         try:
             infos = ray.get([h.info.remote() for h in handles], timeout=START_TIMEOUT_S)
@@ -162,11 +156,11 @@ class RayPool:
 
     # -- the executor --------------------------------------------------------------------------
     def submit(self, job: Job) -> "Future[Result]":
-        item = _Queued(job)
+        item = Pending(job)
         with self._cv:
             if self._closed:
                 raise RuntimeError("the Ray pool is closed")
-            self._queue.append(item)
+            self._queue.put(item)
             self._cv.notify_all()
         return item.future
 
@@ -187,7 +181,7 @@ class RayPool:
             if self._closed:
                 return
             self._closed = True
-            left, self._queue = list(self._queue), deque()
+            left = self._queue.drain()
             self._cv.notify_all()
         for item in left:
             item.future.cancel()
@@ -208,25 +202,34 @@ class RayPool:
     def _dispatch(self) -> None:
         while True:
             with self._cv:
-                host = None
+                picked = None
                 while not self._closed:
-                    if self._queue and not any(h.alive for h in self.hosts):
+                    if len(self._queue) and not any(h.alive for h in self.hosts):
                         self._fail_all("every judge host of the Ray cluster died")
-                    host = next((h for h in self.hosts if h.alive and h.free > 0), None)
-                    if self._queue and host is not None:
+                    picked = self._pick()
+                    if picked is not None:
                         break
                     self._cv.wait(timeout=1.0)
-                if self._closed:
+                if self._closed or picked is None:
                     return
-                item = self._queue.popleft()
+                host, item = picked
                 if not item.running and not item.future.set_running_or_notify_cancel():
                     continue  # cancelled while queued
                 item.running = True
-                host.free -= 1  # type: ignore[union-attr]
-            ref = host.handle.evaluate.remote(item.job)  # type: ignore[union-attr]
+                host.free -= 1
+            ref = host.handle.evaluate.remote(item.job)
             ref.future().add_done_callback(partial(self._landed, host, item))
 
-    def _landed(self, host: _Host, item: _Queued, done: "Future[Any]") -> None:
+    def _pick(self) -> tuple[_Host, Pending] | None:
+        """A live host with a free worker, and its next job (under the lock)."""
+        for i, host in enumerate(self.hosts):
+            if host.alive and host.free > 0 and len(self._queue):
+                item = self._queue.take(i)
+                if item is not None:
+                    return host, item
+        return None
+
+    def _landed(self, host: _Host, item: Pending, done: "Future[Any]") -> None:
         exceptions = self._ray.exceptions
         try:
             result = done.result()
@@ -242,20 +245,20 @@ class RayPool:
                 host.free += 1
                 self._cv.notify_all()
 
-    def _requeue(self, host: _Host, item: _Queued, error: BaseException) -> None:
+    def _requeue(self, host: _Host, item: Pending, error: BaseException) -> None:
         with self._cv:
             if isinstance(error, _host_lost(self._ray)):
                 host.alive = False
+                self._queue.forget(self.hosts.index(host))
             item.tries += 1
             if item.tries >= MAX_TRIES:
                 item.future.set_exception(RuntimeError(f"its judge host died {item.tries} times: {error}"))
                 return
             self.requeued += 1
-            self._queue.appendleft(item)
+            self._queue.put(item, first=True)
             self._cv.notify_all()
 
     def _fail_all(self, why: str) -> None:
-        while self._queue:
-            item = self._queue.popleft()
+        for item in self._queue.drain():
             if item.running or item.future.set_running_or_notify_cancel():
                 item.future.set_exception(RuntimeError(why))

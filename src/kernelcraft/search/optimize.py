@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents import Coder, Planner, SkillSelector, SkillSummarizer
-from ..judge import DeviceDescription, KernelProfiler, LocalPool
+from ..judge import DeviceDescription, Executor, KernelProfiler
 from ..judge.reuse import verdict_context
 from ..llm import LLMClient, Spend
 from ..skills import Skill, SkillLibrary
@@ -59,7 +59,7 @@ def module_name(task: Task) -> str:
 
 
 class Optimizer:
-    def __init__(self, config: OptimizeConfig, store: Store, client: LLMClient, pool: LocalPool,
+    def __init__(self, config: OptimizeConfig, store: Store, client: LLMClient, pool: Executor,
                  device: DeviceDescription, emit: Callable[[SearchEvent], None] = lambda e: None) -> None:
         self.config = config
         self.store = store

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal, Truncated
-from ..judge import DeviceDescription, Job, JudgeConfig, KernelProfiler, LocalPool, Result, Status, TaskRules, Verdict
+from ..judge import DeviceDescription, Executor, Job, JudgeConfig, KernelProfiler, Result, Status, TaskRules, Verdict
 from ..judge.reuse import Judged, VerdictReuse, verdict_context
 from ..llm import BatchPending, CallRecord, LLMError, Message
 from ..skills import Skill
@@ -123,7 +123,7 @@ class TaskContext:
     coder: Coder
     planner: Planner
     store: Store
-    pool: LocalPool
+    pool: Executor
     calls: CallLog
     prior: list[AttemptRow]  # attempts a stopped run already recorded for this task
     emit: Callable[[SearchEvent], None]

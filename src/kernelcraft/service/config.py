@@ -11,4 +11,6 @@ class ServeConfig(BaseModel):
     host: str = "127.0.0.1"  # loopback unless asked: the token travels in clear over plain HTTP
     port: int = Field(8765, ge=0, le=65535)  # 0: any free port (the bound one is announced)
     device: str = "cuda"
-    workers: Optional[int] = Field(None, ge=1)  # concurrent evaluations (default: LocalPool's)
+    workers: Optional[int] = Field(None, ge=1)  # concurrent evaluations per device (default: the executor's)
+    gpus: Optional[str] = None  # this machine's GPUs: "all" (the default) or "0,1"
+    ray: Optional[str] = None  # a Ray cluster's address (or auto, local): judge on it instead

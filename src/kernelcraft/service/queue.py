@@ -1,5 +1,5 @@
 """The judge service's job queue: jobs persisted in the workspace store, claimed one at a time by a
-dispatcher thread and judged on a LocalPool.
+dispatcher thread and judged on an executor: this machine's GPUs (LocalPool) or a Ray cluster's (RayPool).
 
 A job is in the store before its submit returns. The dispatcher claims a job only when a worker is
 free (so the queue depth is what waits), and a verdict is recorded before its job is marked done:
@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from functools import partial
 from typing import IO
 
-from ..judge import Job, JudgeConfig, LocalPool, Result, describe_device
+from ..judge import Job, JudgeConfig, Result, open_executor
 from ..judge.reuse import Claim, VerdictReuse, verdict_context
 from ..judge.sandbox import kill_all_workers
 from ..store import Store
@@ -42,19 +42,20 @@ class _NoVerdict(Exception):
 
 
 class JobQueue:
-    """Persisted jobs judged on a local pool. `start` begins dispatching, `stop` ends it (evaluations in
+    """Persisted jobs judged on an executor (`gpus`, `ray`: judge.open_executor). `start` begins dispatching, `stop` ends it (evaluations in
     flight are stopped and their jobs queued again)."""
 
-    def __init__(self, store: Store, device: str, *, config: JudgeConfig, workers: int | None = None) -> None:
+    def __init__(self, store: Store, device: str, *, config: JudgeConfig, workers: int | None = None,
+                 gpus: str | None = None, ray: str | None = None) -> None:
         self.store = store
         self.config = config
         self._lock_file = _lock_workspace(store)
         try:
-            self.pool = LocalPool(device, cache_dir=store.cache_dir, config=config, workers=workers)
+            self.pool = open_executor(device, cache_dir=store.cache_dir, config=config, gpus=gpus, ray=ray, workers=workers)
         except BaseException:
             self._lock_file.close()
             raise
-        self.device = describe_device(device)
+        self.device = self.pool.description
         self.run_id: str | None = None
         self._slots = threading.Semaphore(self.pool.workers)  # free workers
         self._wake = threading.Event()

@@ -40,7 +40,7 @@ def serve(workspace: Path, config: ServeConfig, judge_config: JudgeConfig, token
     """Serve until interrupted (SIGINT or SIGTERM): jobs in flight then go back to the queue."""
     # absolute: the judge's workers run in their own directories, where a relative cache path means nothing
     with bind(config) as sock, Store(workspace.resolve()) as store:
-        queue = JobQueue(store, config.device, config=judge_config, workers=config.workers)
+        queue = JobQueue(store, config.device, config=judge_config, workers=config.workers, gpus=config.gpus, ray=config.ray)
         host, port = sock.getsockname()[:2]
         announce(f"judge service on http://{host}:{port} ({queue.device.name}, {queue.workers} workers), "
                  f"workspace {store.workspace}")

@@ -5,7 +5,7 @@ file by `kernelcraft train rl --config FILE`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -116,6 +116,8 @@ class RLConfig(_Strict):
     sizes: dict[str, Any] = Field(default_factory=dict)  # module-constant overrides for every task, as --set
     device: Literal["cuda", "cpu"] = "cuda"  # where the judge runs the kernels
     workspace: str = "kernelcraft-workspace"  # the judge's build cache lives here
+    gpus: Optional[str] = None  # the judge's GPUs: "all" (the default) or "0,1", as --gpus takes them
+    ray: Optional[str] = None  # judge on a Ray cluster instead (auto, local or its address), as --ray takes it
     output_dir: str = "kernelcraft-rl"
     judge: dict[str, Any] = Field(default_factory=dict)  # JudgeConfig overrides
     skills: bool = False  # the selector picks from the workspace's skill library first

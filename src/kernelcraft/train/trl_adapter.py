@@ -36,14 +36,14 @@ from datasets.table import InMemoryTable
 from trl import GRPOConfig, GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
-from ..judge import Judge, Status
+from ..judge import Status, open_executor
 from ..skills import Skill
 from ..store import Store
 from ..tasks import Task, resolve_task
 from .advantages import Estimator
 from .config import EnvConfig, RLConfig, RLConfigError
 from .env import KernelEnv, play
-from .verdicts import Evaluator, ReusedVerdicts
+from .verdicts import Evaluator, ExecutorJudge, ReusedVerdicts
 from .episode import Episode
 
 
@@ -219,7 +219,9 @@ def train_grpo(cfg: RLConfig, judge: Evaluator | None = None, skills: Sequence[S
     tasks = [resolve_task(spec).with_sizes(cfg.device, cfg.sizes) for spec in cfg.tasks]
     own = store = run_id = None
     if judge is None:
-        own = Judge(cfg.device, cache_dir=Path(cfg.workspace).resolve() / "cache", config=cfg.judge_config())
+        judge_config = cfg.judge_config()
+        own = ExecutorJudge(open_executor(cfg.device, cache_dir=Path(cfg.workspace).resolve() / "cache", config=judge_config,
+                                          gpus=cfg.gpus, ray=cfg.ray), judge_config)
         store = Store(Path(cfg.workspace))
         run_id = store.start_run(RUN_KIND, {"model": cfg.model, "tasks": cfg.tasks, "device": cfg.device})
     verdicts = ReusedVerdicts(judge or own, store, run_id=run_id)  # type: ignore[arg-type]

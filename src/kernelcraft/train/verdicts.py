@@ -1,5 +1,6 @@
-"""What the RL environment judges with: any `Evaluator`, and `ReusedVerdicts`, which judges each distinct candidate
-once by judge.reuse's rules, as search and the judge service do."""
+"""What the RL environment judges with: any `Evaluator` (a Judge, an executor through `ExecutorJudge`, the reward
+service's client), and `ReusedVerdicts`, which judges each distinct candidate once by judge.reuse's rules, as
+search and the judge service do."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import threading
 import time
 from typing import Protocol
 
-from ..judge import Judge, JudgeConfig, Verdict, describe_device
+from ..judge import Executor, Job, Judge, JudgeConfig, TaskRunError, Verdict, describe_device
 from ..judge.reuse import MemoryVerdicts, VerdictReuse, VerdictStore, remeasure_context, verdict_context
 from ..tasks import Task
 
@@ -16,6 +17,25 @@ class Evaluator(Protocol):
     """What the environment needs of a judge: a Judge, a JudgeClient of the reward service, ReusedVerdicts."""
 
     def evaluate(self, task: Task, source: str) -> Verdict: ...
+
+
+class ExecutorJudge:
+    """An executor (judge.open_executor: this machine's GPUs, a Ray cluster's) as an Evaluator: each evaluation a
+    job, several at once from the environment's threads. `close` closes the executor."""
+
+    def __init__(self, executor: Executor, config: JudgeConfig) -> None:
+        self.executor = executor
+        self.config = config
+        self.device_name = executor.description.name
+
+    def evaluate(self, task: Task, source: str) -> Verdict:
+        result = self.executor.submit(Job(task, source, config=self.config)).result()
+        if result.verdict is None:  # the task itself failed, as Judge.evaluate says it
+            raise TaskRunError(result.error or "the task failed to run")
+        return result.verdict
+
+    def close(self) -> None:
+        self.executor.close()
 
 
 class ReusedVerdicts:
@@ -29,12 +49,13 @@ class ReusedVerdicts:
     workspace) and for tests. Thread-safe."""
 
     def __init__(self, evaluator: Evaluator, store: VerdictStore | None = None, *, run_id: str | None = None) -> None:
-        if store is not None and not isinstance(evaluator, Judge):
-            raise TypeError("a store's verdicts need a local Judge's context: pass no store for an evaluator elsewhere")
+        if store is not None and not isinstance(evaluator, (Judge, ExecutorJudge)):
+            raise TypeError("a store's verdicts need a local judge's context: pass no store for an evaluator elsewhere")
         self.evaluator = evaluator
         self.config = getattr(evaluator, "config", None)  # a Judge's settings (tolerances), seen through the cache
         # an evaluator elsewhere keeps its device to itself: in memory, the task and the settings are the context
-        self.device_name = describe_device(evaluator.device, evaluator.device_index).name if isinstance(evaluator, Judge) else ""
+        self.device_name = (describe_device(evaluator.device, evaluator.device_index).name if isinstance(evaluator, Judge)
+                            else evaluator.device_name if isinstance(evaluator, ExecutorJudge) else "")
         self.reuse = VerdictReuse(store if store is not None else MemoryVerdicts(), origin="train", run_id=run_id)
         self.evaluations = 0  # new evaluations, and the seconds they took (summed over threads)
         self.seconds = 0.0
