@@ -22,7 +22,7 @@ from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
-from ..store import SUMMARY_BASELINES, Store, StoreError, fill_baselines, record_baselines
+from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
@@ -75,24 +75,26 @@ def tasks_vet(path: str = TargetArg,
               seeds: int = typer.Option(3, "--seeds", min=1, help="Seeds per input distribution."),
               baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also record eager (strict and at PyTorch's "
                                                                                      "defaults) and torch.compile times."),
-              as_json: bool = JsonOpt) -> None:
+              as_json: bool = JsonOpt, gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt) -> None:
     """Flag degenerate tasks (constant, zero or input-independent outputs, nondeterminism, failures)
     and record eager (strict and at PyTorch's defaults) and torch.compile baseline times in the store."""
     tasks = target_tasks(path, device, sets, sample, shapes, from_model, inputs, init_inputs)
     results = []
-    with Store(workspace) as store:
-        judge = Judge(device, cache_dir=store.cache_dir)
-        for t in progress(tasks, "vetting"):
-            try:
-                rep = judge.vet(t, seeds=seeds)
-            except TaskRunError as e:
-                rep = {"degenerate": True, "findings": [{"code": "reference_error", "distribution": "task", "message": str(e)}]}
+    with Store(workspace) as store, open_executor(device, cache_dir=store.cache_dir, gpus=gpus, ray=ray) as pool:
+        vetted = [pool.submit(Job(t, "", kind="vet", vet_seeds=seeds)) for t in tasks]
+        timed = {}
+        for t, future in zip(tasks, progress(vetted, "vetting")):
+            r = future.result()
+            rep = r.vet if r.vet is not None else {
+                "degenerate": True, "findings": [{"code": "reference_error", "distribution": "task", "message": r.error}]}
             store.put_task(t)
             store.record_vetting(t.key, device, rep["degenerate"], rep["findings"])
-            row = {"task": t.key, "degenerate": rep["degenerate"], "findings": rep["findings"]}
-            if baseline and not any(f["code"] == "reference_error" for f in rep["findings"]):
-                row["baseline_ms"] = record_baselines(judge, store, t, rep.get("env", {}))
-            results.append(row)
+            results.append({"task": t.key, "degenerate": rep["degenerate"], "findings": rep["findings"]})
+            if baseline and r.vet is not None:
+                timed[t.key] = pool.submit(baselines_job(t))
+        for row in results:
+            if row["task"] in timed:
+                row["baseline_ms"] = record_baselines(store, device, timed[row["task"]].result())
     if as_json:
         print(json.dumps(results, indent=1))
         return
@@ -117,7 +119,8 @@ def baseline_cmd(suite: str = TargetArg,
                  tunableop: bool = typer.Option(False, "--tunableop", help="Also time PyTorch's TunableOp (cuBLAS/cuBLASLt "
                                                                             "autotuned per shape; CUDA only)."),
                  scenario: str = typer.Option("offline", "--scenario", help="offline (back to back), server (random "
-                                                                            "pauses between calls), or both.")) -> None:
+                                                                            "pauses between calls), or both."),
+                 gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt) -> None:
     """Record the reference's baseline times on this device: eager (strict, and at PyTorch's defaults), torch.compile
     (at PyTorch's defaults), TunableOp."""
     if scenario not in ("offline", "server", "both"):
@@ -134,12 +137,11 @@ def baseline_cmd(suite: str = TargetArg,
     table.add_column("task")
     for kind in kinds:
         table.add_column(baseline_label(kind), justify="right")
-    with Store(workspace) as store:
-        judge = Judge(device, cache_dir=store.cache_dir)
-        for t in progress(tasks, "timing baselines"):
+    with Store(workspace) as store, open_executor(device, cache_dir=store.cache_dir, gpus=gpus, ray=ray) as pool:
+        futures = [pool.submit(baselines_job(t, compiled, tunableop, scenarios)) for t in tasks]
+        for t, future in zip(tasks, progress(futures, "timing baselines")):
             store.put_task(t)
-            env = judge.reference(t).env
-            b = record_baselines(judge, store, t, env, compiled, tunableop, scenarios)
+            b = record_baselines(store, device, future.result())
             table.add_row(t.key, *(f"{b[k]:.4g}" if k in b else "-" for k in kinds))
     out.print(table)
 
@@ -199,28 +201,28 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
     judged: list[tuple[Task, Verdict]] = []
     with Store(workspace) as store:
         run_id = store.start_run("eval-suite", {"suite": suite, "solutions": str(solutions), "device": device})
-        with open_executor(device, cache_dir=store.cache_dir, config=cfg, gpus=gpus, ray=ray, workers=workers) as pool, \
-                Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                         TimeElapsedColumn(), console=err, transient=True) as bar:
-            counter = bar.add_task("eval", total=len(jobs), info="")
-            correct = 0
-            for r in judged_map(pool, jobs):
-                t = r.job.task
-                if r.verdict is None:
-                    rows.append({"task": t.key, "level": t.level, "status": "task_error", "message": r.error})
-                    outcomes.append(TaskOutcome(t.key, t.level, False))
-                else:
-                    v = r.verdict
-                    vid = store.record_verdict(t, r.job.source, v, run_id=run_id, origin=r.job.tag)
-                    judged.append((t, v))
-                    correct += v.correct
-                    rows.append({"task": t.key, "level": t.level, "status": v.status.value, "speedup": v.speedup,
-                                 "effective_speedup": v.effective_speedup, "flags": [f.code for f in v.flags],
-                                 "message": v.message, "verdict_id": vid})
-                bar.update(counter, advance=1, info=f"{correct} correct")
-        store.finish_run(run_id)
-        if baselines:  # after the pool: nothing else runs while they are timed
-            fill_baselines(store, device, cfg, judged, track=lambda items: progress(items, "timing baselines"))
+        with open_executor(device, cache_dir=store.cache_dir, config=cfg, gpus=gpus, ray=ray, workers=workers) as pool:
+            with Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                          TimeElapsedColumn(), console=err, transient=True) as bar:
+                counter = bar.add_task("eval", total=len(jobs), info="")
+                correct = 0
+                for r in judged_map(pool, jobs):
+                    t = r.job.task
+                    if r.verdict is None:
+                        rows.append({"task": t.key, "level": t.level, "status": "task_error", "message": r.error})
+                        outcomes.append(TaskOutcome(t.key, t.level, False))
+                    else:
+                        v = r.verdict
+                        vid = store.record_verdict(t, r.job.source, v, run_id=run_id, origin=r.job.tag)
+                        judged.append((t, v))
+                        correct += v.correct
+                        rows.append({"task": t.key, "level": t.level, "status": v.status.value, "speedup": v.speedup,
+                                     "effective_speedup": v.effective_speedup, "flags": [f.code for f in v.flags],
+                                     "message": v.message, "verdict_id": vid})
+                    bar.update(counter, advance=1, info=f"{correct} correct")
+            store.finish_run(run_id)
+            if baselines:  # once every verdict is in: nothing else runs while they are timed
+                fill_baselines(store, pool, judged, track=lambda items: progress(items, "timing baselines"))
         outcomes += [TaskOutcome.of_verdict(t.key, t.level, v, store.baselines(t.key, str(v.env.get("device_name", ""))))
                      for t, v in judged]
     summaries = summarize_by_level(outcomes)

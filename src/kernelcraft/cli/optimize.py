@@ -205,11 +205,10 @@ def optimize_cmd(
                           TimeElapsedColumn(), console=err, transient=True) as bar:
                 optimizer.emit = _ProgressView(bar, len(tasks), done, client.spend)
                 result = optimizer.run(run_id, tasks)
-        if baselines:  # after the pool: nothing else runs while they are timed
-            fill_baselines(store, config.device, config.judge,
-                           [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
-                            if t.best is not None and t.best.verdict_id is not None],
-                           track=lambda items: progress(items, "timing baselines"))
+            if baselines:  # once the search is done: nothing else runs while they are timed
+                fill_baselines(store, pool, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
+                                             if t.best is not None and t.best.verdict_id is not None],
+                               track=lambda items: progress(items, "timing baselines"))
         run = load_run(store, run_id)
         report = write_report(store, run_id, run=run)
     if as_json:

@@ -86,7 +86,7 @@ def self_check_cmd(suite: str = typer.Argument(..., help="A task file, a directo
             while left or running:
                 in_budget = budget_wall_s is None or time.monotonic() - started < budget_wall_s
                 while left and in_budget and len(running) < pool.workers:
-                    running.add(pool.submit(Job(left.pop(0), "", self_check=True)))
+                    running.add(pool.submit(Job(left.pop(0), "", kind="self_check")))
                 if not running:
                     break
                 done, running = wait(running, return_when=FIRST_COMPLETED)

@@ -25,7 +25,7 @@ _WHERE = {
     **dict.fromkeys(['JUDGE_VERSION', 'Judge', 'baseline_kind', 'self_check_source', 'source_hash'], "evaluate"),
     **dict.fromkeys(['KernelProfile', 'KernelRecord'], "kernel_profile"),
     **dict.fromkeys(['context_hash', 'normalized_hash', 'normalized_source'], "normalize"),
-    **dict.fromkeys(['Executor', 'Job', 'Result', 'judged_map', 'open_executor'], "executor"),
+    **dict.fromkeys(['BaselineSpec', 'Executor', 'Job', 'JobKind', 'Result', 'judged_map', 'open_executor'], "executor"),
     **dict.fromkeys(['LocalPool'], "pool"),
     **dict.fromkeys(['RayPool', 'RayUnavailable'], "ray_pool"),
     **dict.fromkeys(['KernelProfiler'], "profiler"),

@@ -1,5 +1,5 @@
-"""The executor interface: what search, eval-suite, self-check, the training environment and the reward
-service judge through. Submit a job, get a future of its result; cancel a job by cancelling its future
+"""The executor interface: what search, eval-suite, self-check, tasks vet, baseline, the training environment and
+the reward service judge through. Submit a job, get a future of its result; cancel a job by cancelling its future
 (a job no worker has taken never runs); close. `LocalPool` (pool.py) runs jobs on this machine's devices,
 `RayPool` (ray_pool.py) on every GPU of a Ray cluster; `open_executor` picks one from the CLI's options."""
 
@@ -7,16 +7,29 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterable, Iterator, Literal, Protocol, runtime_checkable
 
 from ..tasks import Task
 from .config import JudgeConfig
 from .device import DeviceDescription, gpu_indices
-from .evaluate import Judge
+from .evaluate import Judge, baseline_kind
 from .reference import TaskRunError
-from .verdict import Verdict
+from .verdict import TimingStats, Verdict
+
+# evaluate: a candidate's verdict; self_check: the task's reference judged as its own candidate (source "");
+# vet: the task's vetting report (Judge.vet); baselines: the reference's baseline times (Judge.baseline)
+JobKind = Literal["evaluate", "self_check", "vet", "baselines"]
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    """Which baselines a `baselines` job times: torch.compile too, TunableOp too, in which timing scenarios."""
+
+    compiled: bool = True
+    tunableop: bool = False
+    scenarios: tuple[str, ...] = ("offline",)
 
 
 @dataclass(frozen=True)
@@ -25,16 +38,22 @@ class Job:
     source: str
     tag: Any = None  # caller's handle: a file name, a candidate id
     config: JudgeConfig | None = None  # overrides the executor's configuration for this job
-    self_check: bool = False  # judge the task's reference as its own candidate (Judge.self_check); source is ""
+    kind: JobKind = "evaluate"
+    vet_seeds: int = 3  # vet: seeds per input distribution
+    baselines: BaselineSpec = BaselineSpec()
 
 
 @dataclass
 class Result:
     job: Job
-    verdict: Verdict | None
+    verdict: Verdict | None  # evaluate and self_check
     error: str | None = None  # the task itself failed to run
     started: float = 0.0  # time.time() when a worker took the job, and when it finished
     finished: float = 0.0
+    vet: dict[str, Any] | None = None  # vet: the report (its "env": the trusted worker's)
+    baselines: dict[str, TimingStats] | None = None  # baselines: by the store's kind (evaluate.baseline_kind)
+    env: dict[str, Any] = field(default_factory=dict)  # baselines: the device's name, torch's version
+    warnings: list[str] = field(default_factory=list)  # what went wrong without failing the job
 
 
 @runtime_checkable
@@ -74,16 +93,37 @@ def judged_map(executor: Executor, jobs: Iterable[Job]) -> Iterator[Result]:
 
 
 def run_job(judge: Judge, job: Job) -> Result:
-    """One job on one judge: its verdict, or the task's own failure as the result's error."""
-    started = time.time()
-    run: Callable[[], Verdict] = ((lambda: judge.self_check(job.task, config=job.config)) if job.self_check
-                                  else (lambda: judge.evaluate(job.task, job.source, config=job.config)))
+    """One job on one judge: what its kind asks for, or the task's own failure as the result's error."""
+    result = Result(job, None, started=time.time())
     try:
-        result = Result(job, run())
+        if job.kind == "evaluate":
+            result.verdict = judge.evaluate(job.task, job.source, config=job.config)
+        elif job.kind == "self_check":
+            result.verdict = judge.self_check(job.task, config=job.config)
+        elif job.kind == "vet":
+            result.vet = judge.vet(job.task, seeds=job.vet_seeds)
+        else:
+            result.env = judge.reference(job.task).env
+            result.baselines = _time_baselines(judge, job.task, job.baselines, result.warnings)
     except TaskRunError as e:
-        result = Result(job, None, str(e))
-    result.started, result.finished = started, time.time()
+        result.error = str(e)
+    result.finished = time.time()
     return result
+
+
+def _time_baselines(judge: Judge, task: Task, spec: BaselineSpec, warnings: list[str]) -> dict[str, TimingStats]:
+    """Each scenario's baselines by store kind. Where torch.compile fails, the others are timed without it."""
+    found: dict[str, TimingStats] = {}
+    for scenario in spec.scenarios:
+        try:
+            stats = judge.baseline(task, compiled=spec.compiled, tunableop=spec.tunableop, scenario=scenario)
+        except TaskRunError as e:
+            warnings.append(f"{task.key}: baseline failed: {e}")
+            if not spec.compiled:
+                continue
+            stats = judge.baseline(task, compiled=False, tunableop=spec.tunableop, scenario=scenario)
+        found.update({baseline_kind(side, scenario): s for side, s in stats.items()})
+    return found
 
 
 def open_executor(device: str, *, cache_dir: Path, config: JudgeConfig | None = None, gpus: str | None = None,

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..judge import Judge, JudgeConfig, TaskRunError, Verdict, baseline_kind
+from ..judge import BaselineSpec, Executor, Job, Result, Verdict, baseline_kind
 from ..tasks import Task
 from .db import Store
 
@@ -20,45 +20,37 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def record_baselines(judge: Judge, store: Store, task: Task, env: dict[str, Any], compiled: bool = True,
-                     tunableop: bool = False, scenarios: Sequence[str] = ("offline",),
-                     warn: Callable[[str], None] = _warn) -> dict[str, float]:
-    """Time the task's baselines in each scenario and record them; their medians by store kind. Where
-    torch.compile fails, the others are timed without it (and `warn` is told)."""
-    found: dict[str, float] = {}
-    for scenario in scenarios:
-        try:
-            stats = judge.baseline(task, compiled=compiled, tunableop=tunableop, scenario=scenario)
-        except TaskRunError as e:
-            warn(f"{task.key}: baseline failed: {e}")
-            if not compiled:
-                continue
-            stats = judge.baseline(task, compiled=False, tunableop=tunableop, scenario=scenario)
-        for side, s in stats.items():
-            kind = baseline_kind(side, scenario)
-            store.record_baseline(task.key, judge.device, str(env.get("device_name", "")), kind, s, str(env.get("torch", "")))
-            found[kind] = s.median_ms
-    return found
+def baselines_job(task: Task, compiled: bool = True, tunableop: bool = False,
+                  scenarios: Sequence[str] = ("offline",)) -> Job:
+    """The job that times `task`'s baselines on an executor."""
+    return Job(task, "", kind="baselines", baselines=BaselineSpec(compiled, tunableop, tuple(scenarios)))
 
 
-def fill_baselines(store: Store, device: str, config: JudgeConfig, judged: Sequence[tuple[Task, Verdict]],
+def record_baselines(store: Store, device: str, result: Result, warn: Callable[[str], None] = _warn) -> dict[str, float]:
+    """Record a baselines job's times (executor.run_job: where torch.compile failed, the others without it, and
+    `warn` is told); their medians by store kind."""
+    for message in result.warnings:
+        warn(message)
+    if result.baselines is None:
+        warn(f"{result.job.task.key}: baselines not recorded: {result.error}")
+        return {}
+    device_name, torch_version = str(result.env.get("device_name", "")), str(result.env.get("torch", ""))
+    for kind, stats in result.baselines.items():
+        store.record_baseline(result.job.task.key, device, device_name, kind, stats, torch_version)
+    return {kind: stats.median_ms for kind, stats in result.baselines.items()}
+
+
+def fill_baselines(store: Store, executor: Executor, judged: Sequence[tuple[Task, Verdict]],
                    track: Callable[[list[Any]], Iterable[Any]] = iter, warn: Callable[[str], None] = _warn) -> None:
     """Record the summary's baselines for each correct task that lacks one on its verdict's device: once, as later
-    runs find them. A task whose baselines cannot be timed is a warning; its summary rows leave it out. `track`
-    walks the tasks to time (a progress bar)."""
-    todo = [(t, v.env) for t, v in judged
+    runs find them; timed on `executor` once its evaluations are done (nothing else then runs beside them). A task
+    whose baselines cannot be timed is a warning; its summary rows leave it out. `track` walks the tasks to time (a
+    progress bar)."""
+    todo = [t for t, v in judged
             if v.correct and not set(SUMMARY_BASELINES) <= set(store.baselines(t.key, str(v.env.get("device_name", ""))))]
-    if not todo:
-        return
-    judge = Judge(device, cache_dir=store.cache_dir, config=config)
-    try:
-        for t, env in track(todo):
-            try:
-                record_baselines(judge, store, t, env, warn=warn)
-            except TaskRunError as e:
-                warn(f"{t.key}: baselines not recorded: {e}")
-    finally:
-        judge.close()
+    futures = [executor.submit(baselines_job(t)) for t in todo]
+    for future in track(futures):
+        record_baselines(store, executor.device, future.result(), warn=warn)
 
 
-__all__ = ["SUMMARY_BASELINES", "fill_baselines", "record_baselines"]
+__all__ = ["SUMMARY_BASELINES", "baselines_job", "fill_baselines", "record_baselines"]
