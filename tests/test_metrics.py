@@ -8,7 +8,7 @@ from rich.console import Console
 
 from kernelcraft.judge import Status, Verdict
 from kernelcraft.report import (EAGER, TaskOutcome, baseline_label, baseline_ratios, judge_error_cause, not_judged_text, status_text,
-                                summarize, summarize_by_level, summary_table)
+                                summarize, summarize_by_level, summarize_per_device, summary_table)
 from kernelcraft.store import Baseline
 
 DEFAULT, COMPILE = "eager_default", "compile_default"
@@ -158,6 +158,15 @@ def test_the_console_summary_has_a_device_column_only_for_several_devices() -> N
                             TaskOutcome("c", 1, False, judge_error="disk full", device_name=H200)])
     assert "device" in header and H100 in several and H200 in several
     assert f"level 1 on {H200}: not judged: 1 (disk full)" in several
+
+
+def test_a_runs_headline_is_its_most_used_device_and_the_others_come_apart() -> None:
+    outcomes = [TaskOutcome("a", 1, True, 2.0, device_name=H200), TaskOutcome("b", 1, True, 4.0, device_name=H100),
+                TaskOutcome("c", 2, True, 8.0, device_name=H100), TaskOutcome("d", 2, False)]
+    head, *rest = summarize_per_device("run", outcomes)
+    assert (head.device_name, head.total, head.correct, head.geomean) == (H100, 3, 2, pytest.approx(32 ** 0.5))
+    assert [(s.device_name, s.total, s.geomean) for s in rest] == [(H200, 1, 2.0)]
+    assert [s.device_name for s in summarize_per_device("run", [TaskOutcome("e", 1, False)])] == [""]
 
 
 def test_an_outcome_keeps_its_verdicts_device_name() -> None:

@@ -35,9 +35,9 @@ TRAJECTORY = [
 ]
 
 
-def _verdict(task_key: str, source: str, status: str, speedup: float | None) -> Verdict:
+def _verdict(task_key: str, source: str, status: str, speedup: float | None, device_name: str = "cpu0") -> Verdict:
     digest = hashlib.sha256(source.encode()).hexdigest()
-    env = {"device_name": "cpu0", "torch": "2.13"}
+    env = {"device_name": device_name, "torch": "2.13"}
     if speedup is None:
         message = DISK_FULL if status == "judge_error" else f"{status}: max abs error 0.5 at [3, 7]"
         return Verdict(status=Status(status), task=task_key, device="cpu", message=message, candidate_hash=digest, env=env)
@@ -59,10 +59,10 @@ def _call(store: Store, run_id: str, task_key: str, turn: int, tokens: tuple[int
 
 
 def build_run(store: Store, trajectory: list[tuple] = TRAJECTORY, *, priced: bool = True, finished: bool = True,
-              judge_failed: dict[str, int] | None = None) -> str:
+              judge_failed: dict[str, int] | None = None, devices: dict[str, str] | None = None) -> str:
     """A synthetic optimization run with one model call and one attempt per row of `trajectory`, and per task of
     `judge_failed` that many evaluations the judge failed on its own side (verdicts of the run, no attempt: the
-    search parks such a step)."""
+    search parks such a step); `devices`: a task's verdicts' device name other than cpu0."""
     judge_failed = judge_failed or {}
     keys = list(dict.fromkeys([*(row[0] for row in trajectory), *judge_failed]))
     tasks = {key: resolve_task(key) for key in keys}
@@ -75,7 +75,8 @@ def build_run(store: Store, trajectory: list[tuple] = TRAJECTORY, *, priced: boo
         verdict_id = None
         if status != "parse_failed":
             source = BEST_SOURCE if speedup == 2.1 else f"class ModelNew:  # {key} turn {turn}\n"
-            verdict_id = store.record_verdict(tasks[key], source, _verdict(key, source, status, speedup), run_id=run_id)
+            verdict = _verdict(key, source, status, speedup, (devices or {}).get(key, "cpu0"))
+            verdict_id = store.record_verdict(tasks[key], source, verdict, run_id=run_id)
         store.record_attempt(run_id, key, 0, turn, status=status, llm_call_id=call_id, verdict_id=verdict_id,
                              speedup=speedup, feedback=f"turn {turn}: {status} <script>alert(1)</script>")
     for key, n in judge_failed.items():
@@ -156,6 +157,15 @@ def test_the_page_shows_sources_verdicts_trajectories_and_three_plots(tmp_path: 
     # the plots' ids are prefixed per figure, so three inline SVGs never share one
     ids = re.findall(r'\bid="([^"]+)"', html)
     assert len(ids) == len(set(ids))
+
+
+def test_a_run_over_two_devices_summarizes_the_other_apart(tmp_path: Path) -> None:
+    with Store(tmp_path / "ws") as store:
+        report = load_run(store, build_run(store, devices={LEAKY: "cpu1"}))
+        html = render_report(report)
+    assert (report.summary.device_name, report.summary.correct) == ("cpu0", 1)
+    assert [(o.device_name, o.correct, o.geomean) for o in report.other_devices] == [("cpu1", 1, 0.9)]
+    assert "cpu1, 1 of 1 correct" in html and 'id="other-devices"' in html
 
 
 def test_the_page_fetches_nothing(tmp_path: Path) -> None:

@@ -193,6 +193,12 @@ def _per_device(label: str, placed: list[tuple[str, TaskOutcome]]) -> list[Summa
     return [summarize(label, [o for d, o in placed if d == device], device) for device in sorted({d for d, _ in placed})]
 
 
+def summarize_per_device(label: str, outcomes: list[TaskOutcome]) -> list[Summary]:
+    """One summary per device name (summarize_by_level's rule for outcomes without one), the device with the most
+    tasks first: a run's headline, and the devices summarized apart."""
+    return sorted(_per_device(label, _placed(outcomes)), key=lambda s: -s.total) or [summarize(label, [])]
+
+
 def summarize_by_level(outcomes: list[TaskOutcome]) -> list[Summary]:
     """One summary per level (tasks without a level together), then one over everything; each once per device name
     when the outcomes come from several, since speedups on different devices are never averaged together.

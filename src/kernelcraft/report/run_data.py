@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from ..judge import KernelProfile, Status, Verdict
 from ..search import OptimizeConfig, best_attempt
 from ..store import AttemptRow, LLMCallRow, RunRow, SkillCandidateRow, Store
-from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error_cause, summarize
+from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error_cause, summarize_per_device
 
 CORRECT = "correct"
 JUDGE_ERROR = Status.JUDGE_ERROR.value
@@ -145,11 +145,12 @@ class RunReport:
     config: OptimizeConfig | None  # None for a run of another kind
     model: str
     tasks: list[TaskReport]
-    summary: Summary
+    summary: Summary  # of the device most tasks were judged on
     turns: list[TurnPoint]
     usage: CallTotals
     wall_s: float | None  # started to finished, or to the last attempt of an unfinished run
     skill_candidates: list[SkillCandidateRow] = field(default_factory=list)  # summarized skills and their admission
+    other_devices: list[Summary] = field(default_factory=list)  # the run's other devices, summarized apart
 
     @property
     def finished(self) -> bool:
@@ -248,7 +249,8 @@ def load_run(store: Store, run_id: str) -> RunReport:
     last = max((a.created_at for t in tasks for a in t.attempts), default=None)
     end = run.finished_at if run.finished_at is not None else last
     config = _config(run.args)
+    summaries = summarize_per_device("run", [t.outcome() for t in tasks])
     return RunReport(run=run, config=config, model=_model(config, calls), tasks=tasks,
-                     summary=summarize("run", [t.outcome() for t in tasks]), turns=turn_series(tasks),
+                     summary=summaries[0], other_devices=summaries[1:], turns=turn_series(tasks),
                      usage=CallTotals.of(calls), wall_s=end - run.started_at if end is not None else None,
                      skill_candidates=store.skill_candidates(run_id=run_id))
