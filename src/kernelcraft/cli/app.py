@@ -22,7 +22,7 @@ from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
-from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
+from ..store import DB_NAME, SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
@@ -246,6 +246,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
 def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by optimize)."), workspace: Path = WorkspaceOpt,
                out_file: Optional[Path] = typer.Option(None, "--out", help="The HTML file (default: the run's folder).")) -> None:
     """Write a run's report: one self-contained HTML file with its summary, plots, kernels and trajectories."""
+    if not (workspace / DB_NAME).is_file():  # a mistyped -w must not leave a new, empty workspace behind
+        raise UsageError(f"{workspace}: no kernelcraft workspace here (no {DB_NAME}): give -w the run's workspace")
     with Store(workspace) as store:
         try:
             store.run(run_id)
