@@ -276,3 +276,11 @@ def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Pa
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     time.sleep(1)
     assert _workers_under(tmp_path) == []
+
+
+def test_version_short_help_and_python_dash_m(tmp_path: Path) -> None:
+    from kernelcraft import __version__
+    p = kc("--version", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == f"kernelcraft {__version__}"
+    p = subprocess.run([sys.executable, "-m", "kernelcraft", "eval", "-h"], cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0 and "Usage:" in p.stdout and "--device" in p.stdout

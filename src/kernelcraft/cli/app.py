@@ -14,6 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .. import __version__
 from ..judge import (DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind, judged_map,
                      open_executor)
 from ..judge.isolation import CacheClosed
@@ -28,7 +29,20 @@ from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, 
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
                      print_verdict, progress, read_text, target_tasks)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
+def _version(shown: bool) -> None:
+    if shown:
+        print(f"kernelcraft {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print kernelcraft's version and exit.")) -> None:
+    """LLM-written kernels for PyTorch, with a judge that proves every speedup."""
+
+
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and vet tasks.")
 app.add_typer(tasks_app, name="tasks")
 TargetArg = typer.Argument(..., help="A task file, a directory, a KernelBench tree, 'examples' or 'hgemm'.")
