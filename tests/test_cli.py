@@ -70,6 +70,7 @@ def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
     (["eval", "softmax_rows", "cand.py", "--device", "tpu"], "unknown device"),
     (["eval", "softmax_rows", "cand.py", "--device", "cpu", "-w", "cand.py"], "a file, not a directory"),
     (["report", "r1", "-w", "badws"], "kernelcraft.db: file is not a database"),
+    (["report", "r1", "-w", "typo"], "typo: no kernelcraft workspace here"),
     (["eval", "softmax_rows", "latin1.py", "--device", "cpu"], "latin1.py: not UTF-8 text"),
     (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--config", "bad.toml"], "seeds = 'five': expected an integer"),
     (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--atol", "nan"], "atol = nan: expected a finite number"),
@@ -91,6 +92,7 @@ def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], word
     (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\n")
     (tmp_path / "bad.toml").write_text('seeds = "five"\n')
     assert words in one_line_error(kc(*args, cwd=tmp_path))
+    assert not (tmp_path / "typo").exists()  # a mistyped workspace is not made
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
@@ -212,8 +214,11 @@ def test_the_optimize_summary_gives_each_baseline_and_the_tasks_not_judged(tmp_p
     print_optimize(RunResult(run_id, results, None, Spend(), tmp_path), tmp_path / "report.html", run)
     text = capsys.readouterr().out
     for line in (f"not judged ({DISK_FULL})", "eager (strict)", "torch.compile (PyTorch defaults)",
-                 f"not judged: 1 ({DISK_FULL})", f"evaluations not judged: 1 ({DISK_FULL})"):
+                 f"not judged: 1 ({DISK_FULL})", f"evaluations not judged: 1 ({DISK_FULL})", f"best kernels: {tmp_path}"):
         assert line in text, line
+    # a run whose folder of best kernels was never made (no correct kernel) does not name it
+    print_optimize(RunResult(run_id, results, None, Spend(), tmp_path / "best"), tmp_path / "report.html", run)
+    assert "best kernels: none (no correct kernel yet)" in capsys.readouterr().out
 
 
 def _workers_under(path: Path) -> list[int]:
@@ -271,3 +276,11 @@ def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Pa
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     time.sleep(1)
     assert _workers_under(tmp_path) == []
+
+
+def test_version_short_help_and_python_dash_m(tmp_path: Path) -> None:
+    from kernelcraft import __version__
+    p = kc("--version", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == f"kernelcraft {__version__}"
+    p = subprocess.run([sys.executable, "-m", "kernelcraft", "eval", "-h"], cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0 and "Usage:" in p.stdout and "--device" in p.stdout

@@ -82,13 +82,15 @@ def test_flags_override_the_run_file_and_set_overrides_both(monkeypatch: pytest.
     (["--config", "no_such.toml"], "no_such.toml: no such config file"),
     (["--config", "bad.toml"], "bad.toml: Expected '=' after a key"),
     (["--config", "unknown.toml"], "unknown.toml: unknown setting search.turnz"),
-    (["--config", "wrong.toml"], "bad option search.turns: Input should be a valid integer"),
+    (["--config", "wrong.toml"], "--turns (search.turns): Input should be a valid integer"),
     (["--set", "search.turnz=4"], "--set 'search.turnz=4': unknown setting search.turnz"),
     (["--set", "nosuch.table.key=1"], "unknown setting nosuch"),
-    (["--set", "search.turns=four"], "bad option search.turns: Input should be a valid integer"),
-    (["--set", "search.turns=0"], "bad option search.turns: Input should be greater than or equal to 1"),
-    (["--set", "judge.seeds=0"], "bad option judge: seeds = 0: expected a finite number above zero"),
+    (["--set", "search.turns=four"], "--turns (search.turns): Input should be a valid integer"),
+    (["--set", "search.turns=0"], "--turns (search.turns) must be >= 1"),
+    (["--budget-usd", "-1"], "--budget-usd (llm.budget_usd) must be > 0"),
+    (["--set", "judge.seeds=0"], "judge: seeds = 0: expected a finite number above zero"),
     (["--set", "judge.nope=1"], "unknown judge option(s): nope"),
+    (["--model", "foo:bar"], "--model 'foo:bar': unknown model prefix 'foo:'"),
     (["--set", "search..turns=4"], "expected KEY=VALUE, KEY a dotted path"),
     (["--set", "search.turns"], "expected KEY=VALUE"),
 ])
@@ -110,3 +112,35 @@ def test_run_file_and_set_mistakes_are_one_line_errors(monkeypatch: pytest.Monke
 def test_a_bad_setting_is_one_line_from_the_command(tmp_path: Path) -> None:
     assert "unknown setting search.turnz" in one_line_error(kc("optimize", "softmax_rows", "--model", "m", "--set",
                                                                "search.turnz=4", cwd=tmp_path))
+
+
+@pytest.mark.parametrize("budget, words", [
+    (["--budget-tokens", "-5"], "--budget-tokens (llm.budget_tokens) must be >= 1"),
+    (["--budget-usd", "0"], "--budget-usd (llm.budget_usd) must be > 0"),
+])
+def test_a_resumed_run_refuses_a_budget_below_its_bound(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                        tmp_path: Path, budget: list[str], words: str) -> None:
+    from kernelcraft.llm import LLMConfig
+    from kernelcraft.store import Store
+    with Store(tmp_path / "ws") as store:
+        run_id = store.start_run("optimize", OptimizeConfig(target="softmax_rows", device="cpu",
+                                                            llm=LLMConfig(model="m")).model_dump(mode="json"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["kernelcraft", "optimize", "--resume", run_id, "-w", "ws", *budget])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and words in err and "Traceback" not in err, err
+
+
+def test_a_model_name_with_a_colon_goes_to_its_own_endpoint_and_an_unset_key_variable_is_said(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KC_NO_SUCH_KEY", raising=False)
+    config = _config(monkeypatch, tmp_path, "softmax_rows", "--model", "qwen2.5-coder:7b", "--base-url", "http://127.0.0.1:9/v1")
+    assert (config.llm.provider, config.llm.model) == ("openai", "qwen2.5-coder:7b")
+    assert _config(monkeypatch, tmp_path, "softmax_rows", "--model", "ft:gpt-4o-mini:org::abc").llm.model == "ft:gpt-4o-mini:org::abc"
+    monkeypatch.setattr(optimize_cli, "optimize_tasks", lambda config: (_ for _ in ()).throw(_Captured()))
+    result = CliRunner().invoke(app, ["optimize", "softmax_rows", "--model", "m", "--set", "llm.api_key_env='KC_NO_SUCH_KEY'",
+                                      "--workspace", str(tmp_path / "ws")])
+    assert isinstance(result.exception, _Captured)
+    assert "KC_NO_SUCH_KEY (llm.api_key_env) is not set" in result.output

@@ -8,7 +8,7 @@ files and the judge service all report a bad value the same way.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +35,23 @@ def one_line(e: _HasErrors, skip: Sequence[str] = ()) -> str:
     """A validation error in one line: "where: message", or the message where it is about no one key."""
     where, message = first_error(e, skip)
     return f"{where}: {message}" if where else message
+
+
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def option_error(e: _HasErrors, flags: Mapping[str, str], prefix: str = "") -> str:
+    """A validation error in one line, named as the user gave the value: `flags` maps a dotted path to its
+    command-line option ("llm.budget_usd" -> "--budget-usd"), and a bound reads as one ("--budget-usd must be
+    > 0", not "llm.budget_usd: Input should be greater than 0"). `prefix`: where the validated model lies."""
+    first = e.errors()[0]
+    where = prefix + ".".join(str(x) for x in first.get("loc", ()))
+    name = f"{flags[where]} ({where})" if where in flags else where
+    bound, limits = _BOUNDS.get(str(first.get("type"))), list((first.get("ctx") or {}).values())
+    if bound and limits:
+        return f"{name} must be {bound} {limits[0]}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{name}: {message}" if name else message
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .. import __version__
 from ..judge import (DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind, judged_map,
                      open_executor)
 from ..judge.isolation import CacheClosed
@@ -22,13 +23,26 @@ from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
-from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
+from ..store import DB_NAME, SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
                      print_verdict, progress, read_text, target_tasks)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
+def _version(shown: bool) -> None:
+    if shown:
+        print(f"kernelcraft {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print kernelcraft's version and exit.")) -> None:
+    """LLM-written kernels for PyTorch, with a judge that proves every speedup."""
+
+
 tasks_app = typer.Typer(no_args_is_help=True, help="List, show and vet tasks.")
 app.add_typer(tasks_app, name="tasks")
 TargetArg = typer.Argument(..., help="A task file, a directory, a KernelBench tree, 'examples' or 'hgemm'.")
@@ -246,6 +260,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
 def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by optimize)."), workspace: Path = WorkspaceOpt,
                out_file: Optional[Path] = typer.Option(None, "--out", help="The HTML file (default: the run's folder).")) -> None:
     """Write a run's report: one self-contained HTML file with its summary, plots, kernels and trajectories."""
+    if not (workspace / DB_NAME).is_file():  # a mistyped -w must not leave a new, empty workspace behind
+        raise UsageError(f"{workspace}: no kernelcraft workspace here (no {DB_NAME}): give -w the run's workspace")
     with Store(workspace) as store:
         try:
             store.run(run_id)

@@ -38,6 +38,8 @@ _PATHS = {"inputs": "inputs", "init_inputs": "init_inputs", "sample": "sample", 
           "learn": "search.skills.learn", "concurrency": "llm.concurrency"}
 _BUDGETS = {"budget_tokens": "llm.budget_tokens", "budget_usd": "llm.budget_usd",
             "budget_judge_calls": "search.budget_judge_calls", "budget_wall_s": "search.budget_wall_s"}
+# Each setting's option, to name a bad value as the user gave it: "--budget-usd must be > 0".
+_OPTIONS = {path: "--" + name.replace("_", "-") for name, path in {**_PATHS, **_BUDGETS}.items()}
 
 
 def _default(model: type, field: str) -> str:
@@ -102,7 +104,8 @@ def print_optimize(result: RunResult, report: Path, run: RunReport) -> None:
     cost = f"${s.cost_usd:.4f}" + (f" (+{s.unpriced_calls} calls without a price)" if s.unpriced_calls else "")
     out.print(f"{s.calls} model calls ({s.cached_calls} cached), {s.prompt_tokens:,} prompt + {s.completion_tokens:,} "
               f"completion tokens, {cost}", highlight=False)
-    out.print(f"best kernels: {result.out_dir}\nreport: {report}", highlight=False)
+    best = f"best kernels: {result.out_dir}" if result.out_dir.is_dir() else "best kernels: none (no correct kernel yet)"
+    out.print(f"{best}\nreport: {report}", highlight=False)
 
 
 @app.command("optimize")
@@ -173,13 +176,13 @@ def optimize_cmd(
                      and getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
             if given:
                 raise UsageError(f"a resumed run keeps its own settings: drop {', '.join(given)} (it takes budgets and --out)")
-            config = resumed_config(store, resume, target, budgets, out_dir)
+            config = resumed_config(store, resume, target, budgets, out_dir, _OPTIONS)
         else:
             flags = {"target": target, "shapes": None if shapes is None else [shapes], "out": None if out_dir is None else str(out_dir),
                      "search.skills.enabled": None if skills is None else skills == "on",
                      **{path: ctx.params[name] for name, path in _PATHS.items()}, **budgets,
                      **llm_flags(model, base_url, None, prices, max_tokens)}
-            config = new_config(config_file, flags, sets)
+            config = new_config(config_file, flags, sets, _OPTIONS)
         if config.out is not None and Path(config.out).exists() and not Path(config.out).is_dir():
             raise UsageError(f"--out {config.out}: a file, not a directory")
         tasks = optimize_tasks(config)

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from ..llm import LLMConfig, Price
 from ..search import RUN_KIND, OptimizeConfig, SearchConfig
-from ..settings import SettingsError, one_line, parse_assignment, read_toml, unknown_keys, with_value
+from ..settings import SettingsError, one_line, option_error, parse_assignment, read_toml, unknown_keys, with_value
 from ..store import Store
 from ..tasks import select_shapes
-from .common import UsageError
+from .common import UsageError, err
 
 MODEL_SPEC = "NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME]"
 
@@ -72,9 +72,11 @@ def llm_flags(model: Optional[str], base_url: Optional[str], api_key_env: Option
     return flags
 
 
-def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequence[str] = ()) -> OptimizeConfig:
+def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequence[str] = (),
+               options: Mapping[str, str] = {}) -> OptimizeConfig:
     """A new run's configuration: the run file's settings, then `flags` (dotted paths to the values given; None is
-    not given), then each `--set`: a dotted path or a field of OptimizeConfig, else a task's size constant."""
+    not given), then each `--set`: a dotted path or a field of OptimizeConfig, else a task's size constant. A bad
+    value is named by its option where it has one (`options`: dotted path to option)."""
     data: dict[str, Any] = {}
     if run_file is not None:
         try:
@@ -96,7 +98,7 @@ def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequenc
         else:
             _known(with_value({}, path, value), f"--set {item!r}")
             data = with_value(data, path, value)
-    return _validated(data)
+    return _validated(data, options)
 
 
 def _known(data: dict[str, Any], where: str) -> None:
@@ -105,13 +107,13 @@ def _known(data: dict[str, Any], where: str) -> None:
         raise UsageError(f"{where}: unknown setting {unknown[0]} (see OptimizeConfig in kernelcraft/search/config.py)")
 
 
-def _validated(data: dict[str, Any]) -> OptimizeConfig:
+def _validated(data: dict[str, Any], flags: Mapping[str, str]) -> OptimizeConfig:
     if data.get("target") is None:
         raise UsageError("give a TARGET (task file, suite directory or path/model.py:Class), or --resume RUN")
     try:
         search = SearchConfig.model_validate(data.get("search", {}))
     except ValidationError as e:
-        raise UsageError(f"bad option search.{one_line(e)}") from None
+        raise UsageError(option_error(e, flags, prefix="search.")) from None
     llm = data.get("llm", {})
     if not isinstance(llm, dict) or "model" not in llm:
         if search.needs_model:
@@ -122,15 +124,22 @@ def _validated(data: dict[str, Any]) -> OptimizeConfig:
     try:
         config = OptimizeConfig.model_validate(data)
     except ValidationError as e:
-        raise UsageError(f"bad option {one_line(e)}") from None
+        raise UsageError(option_error(e, flags)) from None
+    reason = config.llm.unknown_prefix()
+    if reason is not None:
+        raise UsageError(reason)
+    if "api_key_env" in config.llm.model_fields_set and config.llm.api_key() is None:
+        err.print(f"warning: {config.llm.api_key_env} (llm.api_key_env) is not set: requests go without a key",
+                  highlight=False, markup=False)
     listed = select_shapes(config.target, sample=config.sample, shapes=config.shapes, from_model=config.from_model,
                            inputs=config.inputs, init_inputs=config.init_inputs, sets=config.sets)
     return config if listed is None else config.model_copy(update={"shapes": [str(s) for s in listed]})
 
 
 def resumed_config(store: Store, run_id: str, target: Optional[str], budgets: Mapping[str, Any],
-                   out_dir: Optional[Path]) -> OptimizeConfig:
-    """A stopped run's own configuration, with the budgets given (dotted paths) and a new `--out`."""
+                   out_dir: Optional[Path], flags: Mapping[str, str] = {}) -> OptimizeConfig:
+    """A stopped run's own configuration, with the budgets given (dotted paths) and a new `--out`; a bad budget is
+    named by its option (`flags`: dotted path to option)."""
     if target is not None:
         raise UsageError("give either a TARGET or --resume RUN, not both (a resumed run keeps its own target)")
     try:
@@ -139,13 +148,14 @@ def resumed_config(store: Store, run_id: str, target: Optional[str], budgets: Ma
         raise UsageError(str(e.args[0])) from None
     if run.kind != RUN_KIND:
         raise UsageError(f"run {run_id} is a {run.kind} run, not an optimize run")
-    config = OptimizeConfig.model_validate(run.args)
     # a larger budget is the usual reason to resume, a new --out another; every other setting stays the run's own
-    update: dict[str, dict[str, Any]] = {"llm": {}, "search": {}}
+    data = dict(run.args)
     for key, value in budgets.items():
         if value is not None:
-            part, _, name = key.partition(".")
-            update[part][name] = value
-    return config.model_copy(update={
-        "llm": config.llm.model_copy(update=update["llm"]), "search": config.search.model_copy(update=update["search"]),
-        **({"out": str(out_dir)} if out_dir is not None else {})})
+            data = with_value(data, key.split("."), value)
+    if out_dir is not None:
+        data["out"] = str(out_dir)
+    try:
+        return OptimizeConfig.model_validate(data)
+    except ValidationError as e:
+        raise UsageError(option_error(e, flags)) from None

@@ -81,6 +81,15 @@ class LLMConfig(BaseModel):
         """The settings of a run that asks no model (a model-free strategy): every call would fail."""
         return cls(model="no model", provider="none", **overrides)  # type: ignore[arg-type]
 
+    def unknown_prefix(self) -> str | None:
+        """Why `model` cannot be meant as written: a `prefix:` no provider has, sent to OpenAI's own API (no
+        base_url), where no model is named so; None when it can. OpenAI's fine-tuned models ("ft:...") can be."""
+        prefix, sep, _ = self.model.partition(":")
+        if self.provider != "openai" or not sep or self.base_url is not None or prefix == "ft":
+            return None
+        return (f"--model {self.model!r}: unknown model prefix {prefix + ':'!r} (use NAME, anthropic:NAME, replay:FILE or "
+                f"batch:DIR[:NAME]; a name with ':' served by your own endpoint needs --base-url)")
+
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env)
 
