@@ -161,6 +161,6 @@ def test_the_training_environment_reuses_the_workspaces_stored_verdicts(tmp_path
         stored = VerdictReuse(store, origin="search").judge(task, SOURCE, context, CountingJudge(task)(SOURCE))
         verdicts = ReusedVerdicts(judge, store, run_id=store.start_run("train-rl", {}))
         assert verdicts.evaluate(task, SAME).message == stored.verdict.message and verdicts.evaluations == 0
-        with pytest.raises(TypeError, match="local Judge"):
+        with pytest.raises(TypeError, match="local judge"):
             ReusedVerdicts(verdicts, store)
     judge.close()

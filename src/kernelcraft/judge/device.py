@@ -57,7 +57,7 @@ def gpu_indices(device: str, gpus: str | None) -> list[int]:
 def device_key(device: str, index: int) -> str:
     """A name for the physical device, the same in every process whatever CUDA_VISIBLE_DEVICES shows it as
     (a Ray actor sees its GPU as 0): the GPU's UUID, else the kind and index."""
-    if device == "cuda":
+    if device == "cuda" and torch.cuda.is_available():
         uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
         if uuid is not None:
             return f"cuda-{uuid}"
