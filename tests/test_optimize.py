@@ -218,7 +218,7 @@ def test_a_bad_key_fails_before_any_task(tmp_path: Path) -> None:
     (["optimize", "mymodel.py:Net", "--model", "m"], "--inputs"),
     (["optimize", "--resume", "nope"], "no run"),
     (["optimize", "--resume", "nope", "--strategy", "evolve", "--set", "M=4"], "keeps its own settings: drop --strategy, --set"),
-    (["report", "nope"], "no run"),
+    (["report", "nope"], "no kernelcraft workspace"),
 ])
 def test_optimize_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "mymodel.py").write_text("class Net:\n    pass\n")
