@@ -29,7 +29,7 @@ class FakeOpenAI(LoopbackServer):
     in order, then from `responder(messages)` if given."""
 
     def __init__(self, models: list[str] | None = None, key: str | None = None,
-                 responder: Callable[[list[dict[str, Any]]], str] | None = None) -> None:
+                 responder: Callable[[list[dict[str, Any]]], str] | None = None, port: int = 0) -> None:
         self.models = models or ["fake-coder"]
         self.key = key
         self.responder = responder
@@ -79,7 +79,7 @@ class FakeOpenAI(LoopbackServer):
                         "usage": {"prompt_tokens": prompt, "completion_tokens": len(text.split()), "total_tokens": prompt + len(text.split())},
                     }))
 
-        super().__init__(Handler)
+        super().__init__(Handler, port)
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> "FakeOpenAI":

@@ -24,8 +24,9 @@ class JSONHandler(BaseHTTPRequestHandler):
 
 
 class LoopbackServer:
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        """`port` 0: any free port; a port a stopped server had: the same server again at the same address."""
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -34,5 +35,9 @@ class LoopbackServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket: from now on a connection is refused, as by a server that died."""
         self.server.shutdown()
         self.server.server_close()

@@ -6,10 +6,12 @@ import json
 
 import jinja2
 import pytest
+from pydantic import ValidationError
 
 from kernelcraft.agents import Coder, ParseFailure, Truncated, extract_candidate, render
 from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, TimingStats, Verdict
 from kernelcraft.llm import LLMConfig, make_client
+from kernelcraft.search import OptimizeConfig
 from kernelcraft.tasks import resolve_task
 
 from .fake_openai import FakeOpenAI, Step
@@ -50,6 +52,22 @@ def test_the_opening_prompt_carries_task_device_rules_and_format() -> None:
         Coder(coder.client, "fortran", coder.device)
     with pytest.raises(jinja2.UndefinedError):
         render("coder_task", language_name="CUDA")
+
+
+def test_a_cpu_run_asks_for_cpu_cpp_and_describes_the_cpu() -> None:
+    cpu = DeviceDescription("cpu", "x86_64", features="AMD EPYC, 2 cores, AVX2, FMA")
+    task = resolve_task("softmax_rows")
+    system, user = Coder(None, "cpp", cpu).opening(task, TaskRules.of(JudgeConfig(), task, "cpu"))
+    assert "expert CPU performance engineer" in system.content and "custom C++ kernels" in system.content
+    assert "-march=native" in system.content and "at::parallel_for" in system.content
+    assert "CUDA" not in system.content and "GPU" not in system.content
+    assert "Target device: x86_64 (AMD EPYC, 2 cores, AVX2, FMA)." in user.content and "Language: C++." in user.content
+    assert OptimizeConfig(target="t", device="cpu", llm=LLMConfig(model="m")).search.language == "cpp"
+    assert OptimizeConfig(target="t", device="cuda", llm=LLMConfig(model="m")).search.language == "cuda"
+    with pytest.raises(ValidationError, match="does not run on --device cuda: use cuda or triton"):
+        OptimizeConfig(target="t", device="cuda", llm=LLMConfig(model="m"), search={"language": "cpp"})
+    with pytest.raises(ValidationError, match="does not run on --device cpu: use cpp or triton"):
+        OptimizeConfig(target="t", device="cpu", llm=LLMConfig(model="m"), search={"language": "cuda"})
 
 
 def test_feedback_carries_what_the_judge_found() -> None:

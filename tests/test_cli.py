@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,8 @@ def as_run_file(judge_toml: str) -> str:
 FAST_RUN_TOML = as_run_file(FAST_TOML)  # an optimize run file with the fast judge options
 
 
-def kc(*args: str, cwd: Path, cache: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(cwd / "ws")}
+def kc(*args: str, cwd: Path, cache: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(cwd / "ws"), **(env or {})}
     env.pop("KERNELCRAFT_DEBUG", None)
     if cache is not None:  # share the session's build cache: no C++ extension is built twice
         (cwd / "ws").mkdir(exist_ok=True)
@@ -120,9 +121,12 @@ def test_candidate_syntax_error_is_static_rejected_with_the_line(tmp_path: Path)
 def test_eval_honest_candidate_is_correct_and_recorded(tmp_path: Path, cache_dir: Path) -> None:
     (tmp_path / "fast.toml").write_text(FAST_TOML)
     cand = CANDIDATES / "cpu" / "leaky_relu_clamp.py"
-    p = kc("eval", "leaky_relu_clamp", str(cand), "--device", "cpu", "--config", "fast.toml", cwd=tmp_path, cache=cache_dir)
+    # TTY_*: the live stage display draws as it would in a terminal
+    p = kc("eval", "leaky_relu_clamp", str(cand), "--device", "cpu", "--config", "fast.toml", cwd=tmp_path, cache=cache_dir,
+           env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": "200"})
     assert p.returncode == 0, p.stdout + p.stderr
     assert "status: correct" in p.stdout and "speedup" in p.stdout and "recorded" in p.stdout
+    assert "leaky_relu_clamp.py: timing it against the reference" in p.stderr
     assert (tmp_path / "ws" / "kernelcraft.db").exists()
 
 
@@ -238,7 +242,6 @@ def _workers_under(path: Path) -> list[int]:
 def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Path) -> None:
     import signal
     import sqlite3
-    import time
 
     red = ROOT / "tests" / "redteam"
     (tmp_path / "suite" / "level1").mkdir(parents=True)
@@ -276,6 +279,41 @@ def test_interrupted_suite_keeps_its_verdicts_and_leaves_no_workers(tmp_path: Pa
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     time.sleep(1)
     assert _workers_under(tmp_path) == []
+
+
+def _processes_naming(path: Path) -> list[str]:
+    """The command lines of live processes that name `path` (a compiler names its source and output files)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+        except OSError:
+            continue
+        if str(path).encode() in cmdline:
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace")[:200])
+    return found
+
+
+def test_ctrl_c_during_an_eval_build_leaves_no_compiler(tmp_path: Path) -> None:
+    import signal
+    # an extension name of its own: this workspace's build cache is empty, so the compiler runs
+    source = (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text().replace("kc_cpu_leaky_relu_clamp", "kc_cpu_interrupted")
+    (tmp_path / "cand.py").write_text(source)
+    env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws")}
+    proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval", "leaky_relu_clamp", "cand.py", "--device", "cpu"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    compiling = False
+    while time.monotonic() < deadline and proc.poll() is None and not compiling:
+        compiling = any("cc1plus" in c for c in _processes_naming(tmp_path))
+        time.sleep(0.1)
+    assert compiling and proc.poll() is None, "the eval ended before its compiler started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    time.sleep(1)
+    assert _processes_naming(tmp_path) == []  # no compiler, build tool or worker left behind
 
 
 def test_version_short_help_and_python_dash_m(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def _config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> Opti
         seen.append(config)
         raise _Captured
 
-    monkeypatch.setattr(optimize_cli, "optimize_tasks", capture)
+    monkeypatch.setattr(optimize_cli, "tasks_of", capture)
     result = CliRunner().invoke(app, ["optimize", *args, "--workspace", str(tmp_path / "ws")])
     assert isinstance(result.exception, _Captured), (result.output, result.exception)
     return seen[0]
@@ -139,7 +139,7 @@ def test_a_model_name_with_a_colon_goes_to_its_own_endpoint_and_an_unset_key_var
     config = _config(monkeypatch, tmp_path, "softmax_rows", "--model", "qwen2.5-coder:7b", "--base-url", "http://127.0.0.1:9/v1")
     assert (config.llm.provider, config.llm.model) == ("openai", "qwen2.5-coder:7b")
     assert _config(monkeypatch, tmp_path, "softmax_rows", "--model", "ft:gpt-4o-mini:org::abc").llm.model == "ft:gpt-4o-mini:org::abc"
-    monkeypatch.setattr(optimize_cli, "optimize_tasks", lambda config: (_ for _ in ()).throw(_Captured()))
+    monkeypatch.setattr(optimize_cli, "tasks_of", lambda config: (_ for _ in ()).throw(_Captured()))
     result = CliRunner().invoke(app, ["optimize", "softmax_rows", "--model", "m", "--set", "llm.api_key_env='KC_NO_SUCH_KEY'",
                                       "--workspace", str(tmp_path / "ws")])
     assert isinstance(result.exception, _Captured)

@@ -67,9 +67,12 @@ def small_task():
 
 def test_honest_cpp_candidate_is_correct_and_timed(cpu_judge: Judge) -> None:
     task = resolve_task("leaky_relu_clamp")
-    v = cpu_judge.evaluate(task, (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    told: list[str] = []
+    v = cpu_judge.evaluate(task, (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text(), on_stage=told.append)
     assert v.status is Status.CORRECT, v.message
     assert [s.name for s in v.stages] == list(STAGES)
+    # the progress display's stages, in the order they begin (a build, when the worker asks for one, inside the load)
+    assert [s for s in dict.fromkeys(told) if s != "build"] == ["setup", "load", "correctness", "timing", "profile", "audit"]
     assert v.speedup is not None and v.speedup > 0
     assert v.speedup_band[0] <= v.speedup <= v.speedup_band[1]
     assert v.coverage is not None and v.coverage > 0.5

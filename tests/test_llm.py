@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcraft.llm import (DEFAULT_MAX_TOKENS, BudgetExceeded, CallRecord, DirectoryCache, EndpointError, LLMClient, LLMConfig,
+from kernelcraft.llm import (DEFAULT_MAX_TOKENS, BudgetExceeded, CallFailed, CallRecord, DirectoryCache, EndpointError, LLMClient, LLMConfig,
                              LLMError, Message, Price, make_backend, make_client)
 from kernelcraft.store import Store
 
@@ -57,7 +57,7 @@ def test_malformed_json_is_retried_and_retries_run_out_with_a_clear_error() -> N
         assert client.chat(client.request(HELLO)).text == "fine"
         srv.script = [Step(status=500)] * 3
         client, records = client_for(srv, retries=2)
-        with pytest.raises(LLMError, match="server error 500.*gave up after 3 attempts"):
+        with pytest.raises(CallFailed, match="server error 500.*gave up after 3 attempts"):
             client.chat(client.request(HELLO))
     assert records[-1].reply is None and "gave up" in records[-1].error
 
@@ -123,7 +123,7 @@ def test_replay_answers_by_request_key_then_in_order(tmp_path: Path) -> None:
     client.check()
     assert client.chat(keyed).text == "for sample 3"
     assert [client.chat(client.request(HELLO, sample=i)).text for i in range(2)] == ["in order 1", "in order 2"]
-    with pytest.raises(LLMError, match="no answer left"):
+    with pytest.raises(CallFailed, match="no answer left"):
         client.chat(client.request(HELLO, sample=9))
     with pytest.raises(EndpointError, match="no replay file"):
         make_client(LLMConfig.from_spec(f"replay:{tmp_path / 'missing.jsonl'}")).check()

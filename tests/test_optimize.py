@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,58 @@ def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -
     assert "no correct candidate" in Path(out["report"]).read_text()
 
 
+# A candidate that builds nothing (library calls, which this task's rules reject as no kernel of its own): the test is
+# about the endpoint, and each of its turns is judged in seconds.
+LIBRARY_ROWMS = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                 "        return (x * x).mean(dim=-1)\n")
+
+
+def test_a_dropped_endpoint_leaves_its_turns_pending_and_resume_asks_them(tmp_path: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
+    args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "3",
+            "--concurrency", "1", "--config", "fast.toml", "--set", "llm.retries=1", "--set", "llm.backoff_s=0.05"]
+
+    def dies_after_one(messages: list[dict[str, Any]]) -> str:  # answers turn 0, then the server goes away
+        threading.Thread(target=srv.stop).start()
+        return _fenced(LIBRARY_ROWMS)
+
+    with FakeOpenAI(models=["fake-coder"], responder=dies_after_one) as srv:
+        p = kc(*args, "--base-url", srv.url, "-w", "elsewhere", cwd=tmp_path)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "1 model call got no reply (1x lost the connection" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert "continue with: kernelcraft optimize --resume" in p.stderr and "-w elsewhere" in p.stderr
+    db = sqlite3.connect(tmp_path / "elsewhere" / "kernelcraft.db")
+    (run_id,) = db.execute("SELECT id FROM runs").fetchone()
+    assert db.execute("SELECT turn, status FROM attempts").fetchall() == [(0, "hack_detected")]  # the lost call is no turn
+    assert db.execute("SELECT finished_at FROM runs").fetchone() == (None,)
+    listed = kc("runs", "list", "-w", "elsewhere", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (line,) = json.loads(listed.stdout)
+    assert (line["id"], line["kind"], line["finished"], line["tasks"], line["tasks_done"], line["model"]) == \
+        (run_id, "optimize", False, 1, 0, "fake-coder")
+
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: _fenced(LIBRARY_ROWMS), port=srv.port) as again:
+        p = kc("optimize", "--resume", run_id, "-w", "elsewhere", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [_turn(r["messages"]) for r in again.requests] == [1, 2]  # turn 1 asked again, then turn 2
+    rows = db.execute("SELECT sample, turn, status FROM attempts ORDER BY turn").fetchall()
+    assert rows == [(0, t, "hack_detected") for t in range(3)]  # as many judged turns as a run the endpoint never left
+
+
+def test_the_summary_says_why_a_task_has_no_result_and_no_cache_asks_again(tmp_path: Path) -> None:
+    args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "1"]
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv:
+        p = kc(*args, "--base-url", srv.url, cwd=tmp_path)
+        assert p.returncode == 0, p.stdout + p.stderr
+        # a second run asks the same: the workspace's cached reply, unless --no-cache
+        assert kc(*args, "--base-url", srv.url, "--no-cache", cwd=tmp_path).returncode == 0
+    assert len(srv.requests) == 2
+    line = next(ln for ln in p.stdout.splitlines() if "row_mean_square" in ln)
+    assert "no correct candidate" in line and "parse_failed: the reply holds no code block" in p.stdout, p.stdout
+    report = next(ln.split("report: ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("report: "))
+    assert "parse_failed: the reply holds no code block" in Path(report.strip()).read_text()
+
+
 def _has_attempts(c: sqlite3.Connection) -> bool:
     return c.execute("SELECT count(*) FROM sqlite_master WHERE name='attempts'").fetchone()[0] == 1
 
@@ -159,6 +212,8 @@ def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None
         p = kc(*args, "--budget-tokens", "100", cwd=tmp_path)
         assert p.returncode == 3, p.stdout + p.stderr
         assert "budget is spent" in p.stderr and "--resume" in p.stderr and "Traceback" not in p.stderr
+        assert "--budget-tokens N (N: --budget-tokens above 100; the run spent that budget)" in p.stderr, p.stderr
+        assert " -w " not in p.stderr  # the default workspace
         with _db(tmp_path) as c:
             (run_id,) = c.execute("SELECT id FROM runs").fetchone()
             first = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
@@ -214,11 +269,13 @@ def test_a_bad_key_fails_before_any_task(tmp_path: Path) -> None:
     (["optimize", "--model", "m"], "give a target"),
     (["optimize", "softmax_rows", "--model", "m", "--strategy", "nope"], "unknown strategy"),
     (["optimize", "softmax_rows", "--model", "m", "--turns", "0"], "turns"),
+    (["optimize", "softmax_rows", "--model", "m", "--device", "cuda", "--language", "cpp"], "does not run on --device cuda"),
     (["optimize", "softmax_rows", "--model", "m", "--max-tokens", "gpt-*=lots"], "--max-tokens 'gpt-*=lots': expected n or model=n"),
     (["optimize", "mymodel.py:Net", "--model", "m"], "--inputs"),
-    (["optimize", "--resume", "nope"], "no run"),
+    (["optimize", "--resume", "nope"], "no kernelcraft workspace"),
     (["optimize", "--resume", "nope", "--strategy", "evolve", "--set", "M=4"], "keeps its own settings: drop --strategy, --set"),
     (["report", "nope"], "no kernelcraft workspace"),
+    (["runs", "list"], "no kernelcraft workspace"),
 ])
 def test_optimize_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "mymodel.py").write_text("class Net:\n    pass\n")
@@ -296,3 +353,21 @@ def test_batch_files_stop_the_run_until_the_replies_are_in(tmp_path: Path) -> No
     assert p.returncode == 0, p.stdout + p.stderr
     with _db(tmp_path) as c:
         assert c.execute("SELECT count(*) FROM attempts").fetchone()[0] == 4
+
+
+def test_the_progress_view_has_a_line_per_task_under_way() -> None:
+    from rich.progress import Progress
+
+    from kernelcraft.cli.optimize import ProgressView
+    from kernelcraft.llm import Spend
+    from kernelcraft.search import SearchEvent
+
+    bar, tasks = Progress(), Progress()
+    view = ProgressView(bar, tasks, total=2, done=0, spend=Spend())
+    view(SearchEvent("attempt", "a", 0, 0, "incorrect"))
+    view(SearchEvent("attempt", "b", 0, 0, "correct", 1.5))
+    view(SearchEvent("attempt", "a", 0, 1, "correct", 2.25))
+    assert [t.description for t in tasks.tasks] == ["a: turn 2, 2 attempts, best 2.25x", "b: turn 1, 1 attempt, best 1.50x"]
+    view(SearchEvent("task_done", "b"))
+    assert [t.description for t in tasks.tasks] == ["a: turn 2, 2 attempts, best 2.25x"]
+    assert bar.tasks[0].completed == 1 and "3 attempts, 2 correct, best 2.25x" in bar.tasks[0].fields["info"]

@@ -73,10 +73,15 @@ def _outcome(r: Result) -> tuple[str, str]:
     return r.verdict.status.value, ",".join(sorted(f.code for f in r.verdict.flags if f.code != "noisy_timing"))
 
 
-def test_a_suite_survives_a_node_killed_mid_way(cluster: Cluster, cache_dir: Path, tmp_path: Path) -> None:
+# What each candidate's verdict is on a judge of one process (LocalPool's, as tests/test_judge_cpu.py and the redteam
+# suite check such candidates): the cluster's must be the same.
+EXPECTED = {"leaky_relu_clamp#0": ("hack_detected", ""), "leaky_relu_clamp#1": ("incorrect", ""),
+            "swish_residual#0": ("hack_detected", ""), "swish_residual#1": ("incorrect", ""),
+            "softmax_rows#0": ("hack_detected", ""), "softmax_rows#1": ("incorrect", "")}
+
+
+def test_a_suite_survives_a_node_killed_mid_way(cluster: Cluster, tmp_path: Path) -> None:
     jobs = _jobs()
-    with LocalPool("cpu", cache_dir=cache_dir, config=FAST, workers=1) as local:
-        expected = {r.job.tag: _outcome(r) for r in local.map(jobs)}
 
     doomed = next(n for n in cluster.worker_nodes)
     settled: Counter[str] = Counter()
@@ -102,7 +107,7 @@ def test_a_suite_survives_a_node_killed_mid_way(cluster: Cluster, cache_dir: Pat
                                   "WHERE v.run_id=? GROUP BY c.origin", (run_id,)).fetchall()
         nodes = db.execute("SELECT DISTINCT json_extract(verdict_json, '$.env.node') FROM verdicts").fetchall()
     assert settled == Counter(j.tag for j in jobs)  # every verdict arrived, once
-    assert got == expected  # as LocalPool judged them
+    assert got == EXPECTED  # as LocalPool judges them
     assert sorted(rows) == sorted((j.tag, 1) for j in jobs)  # no duplicate in the store
     assert all(n[0] for n in nodes)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcraft.agents import Coder, render
+from kernelcraft.agents import LANGUAGES, Coder, render
 from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, Verdict
 from kernelcraft.judge.rules import OWN_KERNEL, CoverageRuling, credit_rule, reject_rule, rule_on_coverage
 from kernelcraft.report.metrics import TaskOutcome, summarize
@@ -36,7 +36,7 @@ def test_the_prompts_state_the_judges_rules_with_the_numbers_of_its_configuratio
     plain = _system(JudgeConfig(truth=False).with_overrides({"timing": {"cpu_flush_bytes": 0}}), device="cpu")
     assert "compared with the reference's output at float32" in plain and "float64" not in plain and "flushed" not in plain
     rules = TaskRules.of(CONFIG, resolve_task("softmax_rows"), "cuda")
-    planner = render("planner_system", language_name="CUDA C++", rules=rules)
+    planner = render("planner_system", language=LANGUAGES["cuda"], rules=rules)
     assert "atol=3e-05, rtol=0.0007" in planner and "within 3.5 times" in planner and credit_rule(0.65) in planner
 
 

@@ -2,7 +2,8 @@
 Prompts are jinja2 templates; replies are parsed into candidates, ideas, picks or skill drafts.
 Agents never time anything; the judge does."""
 
-from .coder import DIRECTIONS, LANGUAGES, Coder, KernelExample, Proposal, SkillText
+from .coder import DIRECTIONS, Coder, KernelExample, Proposal, SkillText
+from .languages import LANGUAGES, Language, LanguageError, language_for
 from .parse import ParseFailure, Truncated, contrastive_sections, extract_candidate, extract_json
 from .planner import Plan, Planner, TriedIdea, parse_ideas
 from .prompts import render
@@ -10,8 +11,8 @@ from .selector import Selection, SkillCard, SkillChoice, SkillSelector, parse_ch
 from .summarizer import SkillDraft, SkillSummarizer, Summary, parse_drafts, skill_name
 
 __all__ = [
-    "DIRECTIONS", "LANGUAGES", "Coder", "KernelExample", "ParseFailure", "Plan", "Planner", "Proposal", "Selection",
+    "DIRECTIONS", "LANGUAGES", "Coder", "KernelExample", "Language", "LanguageError", "ParseFailure", "Plan", "Planner", "Proposal", "Selection",
     "SkillCard", "SkillChoice", "SkillDraft", "SkillSelector", "SkillSummarizer", "SkillText", "Summary", "TriedIdea", "Truncated",
-    "contrastive_sections", "extract_candidate", "extract_json", "parse_choices", "parse_drafts", "parse_ideas", "render",
+    "contrastive_sections", "extract_candidate", "extract_json", "language_for", "parse_choices", "parse_drafts", "parse_ideas", "render",
     "skill_name",
 ]

@@ -10,14 +10,9 @@ from typing import Any, Protocol
 from ..judge import DeviceDescription, KernelProfile, TaskRules, Verdict
 from ..llm import ChatReply, ChatRequest, LLMClient, Message
 from ..tasks import Task
+from .languages import LANGUAGES
 from .parse import ParseFailure, Truncated, extract_candidate
 from .prompts import render
-
-LANGUAGES = {
-    "cuda": ("CUDA C++", "write them in CUDA C++ and compile them with `torch.utils.cpp_extension.load_inline`."),
-    "triton": ("Triton", "write them as `@triton.jit` functions and launch them from `forward`."),
-}
-
 
 @dataclass(frozen=True)
 class Proposal:
@@ -63,10 +58,9 @@ class Coder:
     def opening(self, task: Task, rules: TaskRules, skills: Sequence[SkillText] = ()) -> list[Message]:
         """The judge's rules as `rules` numbers them (with the chosen skills' techniques) and the task, as the first
         two messages."""
-        name, rule = LANGUAGES[self.language]
-        system = render("coder_system", language_name=name, language_rule=rule, rules=rules, skills=list(skills))
-        user = render("coder_task", language_name=name, task_source=task.source.strip(), device_name=self.device.name,
-                      capability=self.device.capability, memory_gb=self.device.memory_gb)
+        lang = LANGUAGES[self.language]
+        system = render("coder_system", language=lang, rules=rules, skills=list(skills))
+        user = render("coder_task", language_name=lang.name, task_source=task.source.strip(), device=self.device)
         return [Message("system", system), Message("user", user)]
 
     @staticmethod

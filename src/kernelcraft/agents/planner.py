@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from ..judge import DeviceDescription, TaskRules
 from ..llm import ChatReply, LLMClient, Message
 from ..tasks import Task
-from .coder import LANGUAGES, KernelExample
+from .coder import KernelExample
+from .languages import LANGUAGES
 from .parse import extract_json
 from .prompts import render
 
@@ -52,10 +53,9 @@ class Planner:
              rules: TaskRules, sample: int = 0) -> Plan:
         """`width` ideas for the next round (fewer if the model gave fewer), under the judge's `rules`. LLM errors
         propagate."""
-        name, _ = LANGUAGES[self.language]
-        system = render("planner_system", language_name=name, rules=rules)
-        user = render("planner_task", device_name=self.device.name, capability=self.device.capability,
-                      task_source=task.source.strip(), tried=list(tried), seeds=list(seeds), width=width)
+        system = render("planner_system", language=LANGUAGES[self.language], rules=rules)
+        user = render("planner_task", device=self.device, task_source=task.source.strip(), tried=list(tried),
+                      seeds=list(seeds), width=width)
         request = self.client.request([Message("system", system), Message("user", user)], sample=sample,
                                       purpose="planner", task=task.key)
         reply = self.client.chat(request)

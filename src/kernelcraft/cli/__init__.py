@@ -3,6 +3,7 @@
 from . import optimize as _optimize  # noqa: F401  (adds the `optimize` command)
 from . import pack as _pack  # noqa: F401  (adds the `pack` commands)
 from . import profile as _profile  # noqa: F401  (adds the `profile` command)
+from . import runs as _runs  # noqa: F401  (adds the `runs` commands)
 from . import skills as _skills  # noqa: F401  (adds the `skills` commands)
 from . import selfcheck as _selfcheck  # noqa: F401  (adds the `self-check` command)
 from . import serve as _serve  # noqa: F401  (adds the `serve-judge` command)

@@ -23,11 +23,11 @@ from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
-from ..store import DB_NAME, SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
+from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
-                     print_verdict, progress, read_text, target_tasks)
+                     existing_workspace, print_verdict, progress, read_text, stages, target_tasks)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
@@ -173,7 +173,8 @@ def eval_cmd(task: str = typer.Argument(..., help="A task file or a bundled exam
     cfg = judge_config(config, seeds, atol, rtol)
     with Store(workspace) as store:
         judge = Judge(device, cache_dir=store.cache_dir, config=cfg)
-        v = judge.evaluate(t, source)
+        with stages(candidate.name) as on_stage:
+            v = judge.evaluate(t, source, on_stage=on_stage)
         vid = store.record_verdict(t, source, v, origin=str(candidate))
     if as_json:
         print(json.dumps({"verdict_id": vid, **v.to_dict()}, indent=1))
@@ -260,8 +261,7 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
 def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by optimize)."), workspace: Path = WorkspaceOpt,
                out_file: Optional[Path] = typer.Option(None, "--out", help="The HTML file (default: the run's folder).")) -> None:
     """Write a run's report: one self-contained HTML file with its summary, plots, kernels and trajectories."""
-    if not (workspace / DB_NAME).is_file():  # a mistyped -w must not leave a new, empty workspace behind
-        raise UsageError(f"{workspace}: no kernelcraft workspace here (no {DB_NAME}): give -w the run's workspace")
+    existing_workspace(workspace)
     with Store(workspace) as store:
         try:
             store.run(run_id)

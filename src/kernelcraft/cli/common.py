@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..agents.languages import LANGUAGES
 from ..judge import JudgeConfig, Verdict
 from ..report import roofline_table, verdict_lines, verdict_table
 from ..settings import SettingsError, read_toml
+from ..store import DB_NAME
 from ..tasks import Task, resolve_target
 
 # Wide enough that task keys and messages are not cut when output goes to a file or a pipe.
@@ -29,7 +32,8 @@ class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line."""
 
 
-WorkspaceOpt = typer.Option(Path(os.environ.get("KERNELCRAFT_WORKSPACE", "kernelcraft-workspace")), "--workspace", "-w",
+DEFAULT_WORKSPACE = Path(os.environ.get("KERNELCRAFT_WORKSPACE", "kernelcraft-workspace"))
+WorkspaceOpt = typer.Option(DEFAULT_WORKSPACE, "--workspace", "-w",
                             help="Workspace directory (database, build cache, artifacts).")
 DeviceOpt = typer.Option("cuda", "--device", "-d", help="cuda or cpu.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON for machines.")
@@ -37,6 +41,9 @@ GpusOpt = typer.Option(None, "--gpus", help="The GPUs to judge on: all (default:
                                              "0,1 (--workers each).")
 RayOpt = typer.Option(None, "--ray", help="Judge on a Ray cluster instead: auto (the cluster `ray start` made), local "
                                           "(a Ray instance of this run's own) or the cluster's address (--workers per GPU).")
+LanguageOpt = typer.Option(None, "--language", help="The kernel language: " + "; ".join(
+    f"{lang.key} ({lang.name}, on {' or '.join(lang.devices)})" for lang in LANGUAGES.values())
+    + ". Default: the device's own, cuda on a GPU, cpp with --device cpu.")
 SetOpt = typer.Option([], "--set", help="Override a task's module-level size constant, e.g. --set batch_size=16 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Judge options from a TOML file (keys of JudgeConfig).")
 SeedsOpt = typer.Option(None, "--seeds", min=1, help="Correctness seeds (default 5).")
@@ -57,6 +64,14 @@ BaselinesOpt = typer.Option(True, "--baselines/--no-baselines", envvar="KERNELCR
 def option_default(model: type[BaseModel], field: str) -> Any:
     """A flag's default is its configuration model's: one source of truth."""
     return model.model_fields[field].default
+
+
+def existing_workspace(workspace: Path) -> Path:
+    """`workspace`, which must already be one (a run to resume or report): a mistyped -w must not leave a new, empty
+    workspace behind."""
+    if not (workspace / DB_NAME).is_file():
+        raise UsageError(f"{workspace}: no kernelcraft workspace here (no {DB_NAME}): give -w the run's workspace")
+    return workspace
 
 
 def read_text(path: Path) -> str:
@@ -102,6 +117,19 @@ def progress(items: list[T], what: str) -> Iterator[T]:
     with Progress(TextColumn(f"{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   transient=True) as bar:
         yield from bar.track(items)
+
+
+_STAGE_WORDS = {"setup": "starting a sandboxed worker", "load": "loading the candidate", "build": "building its extension",
+                "correctness": "checking correctness on secret seeds", "timing": "timing it against the reference",
+                "profile": "measuring its kernels' coverage", "audit": "auditing the speedup"}
+
+
+@contextmanager
+def stages(what: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr with the judge's current stage and the time elapsed; yields the judge's `on_stage`."""
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        line = bar.add_task(f"{what}: checking the source", total=None)
+        yield lambda stage: bar.update(line, description=f"{what}: {_STAGE_WORDS.get(stage, stage)}")
 
 
 def print_verdict(v: Verdict) -> None:

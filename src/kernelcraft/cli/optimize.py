@@ -4,30 +4,33 @@ progress line, then its table, summary and report."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
+from functools import reduce
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from ..judge import check_device, open_executor
 from ..llm import Spend, make_client
-from ..report import RunReport, Summary, load_run, not_judged_text, status_text, summarize_by_level, summary_table, write_report
-from ..search import (BranchOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent, TemplateOptions,
-                      unsuited)
+from ..report import RunReport, Summary, TaskReport, load_run, not_judged_text, status_text, summarize_by_level, summary_table, write_report
+from ..search import (STRATEGIES, BranchOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent, TaskResult,
+                      TemplateOptions, tasks_of, unsuited)
 from ..store import Store, fill_baselines
-from ..tasks import Task, resolve_target
 from .app import app
-from .common import (BaselinesOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
+from .common import (DEFAULT_WORKSPACE, BaselinesOpt, LanguageOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
                      option_default, out, progress)
 from .run_config import MODEL_SPEC, llm_flags, new_config, resumed_config
 
 # What `optimize --resume` may be given; every other setting is the run's own (a TARGET has its own message).
 _RESUME_OPTIONS = {"target", "resume", "budget_tokens", "budget_usd", "budget_judge_calls", "budget_wall_s", "out_dir", "workspace",
-                   "as_json", "baselines", "gpus", "ray"}  # where it judges: this invocation's machine, not the run's
+                   "as_json", "baselines", "gpus", "ray", "no_cache"}  # where it judges: this invocation's machine, not the run's
 # The options that set a field of OptimizeConfig, by its dotted path; the model and endpoint ones go through llm_flags.
 _PATHS = {"inputs": "inputs", "init_inputs": "init_inputs", "sample": "sample", "from_model": "from_model", "device": "device",
           "workers": "workers", "strategy": "search.strategy", "turns": "search.turns", "samples": "search.samples",
@@ -46,28 +49,33 @@ def _default(model: type, field: str) -> str:
     return f" (default {option_default(model, field)})"
 
 
-def optimize_tasks(config: OptimizeConfig) -> list[Task]:
-    """The tasks of a run's target, at its sizes."""
-    return resolve_target(config.target, device=config.device, sets=config.sets, inputs=config.inputs,
-                          init_inputs=config.init_inputs, sample=config.sample, shapes=config.shapes, from_model=config.from_model)
+class ProgressView:
+    """The live lines of an optimize run: tasks done, attempts, best speedup, tokens and cost; and a line per task
+    under way with its latest turn, its attempts and its best so far (gone once the task is done)."""
 
-
-class _ProgressView:
-    """The live line of an optimize run: tasks done, attempts, best speedup, tokens and cost."""
-
-    def __init__(self, bar: Progress, total: int, done: int, spend: Spend) -> None:
-        self.bar, self.spend = bar, spend
+    def __init__(self, bar: Progress, tasks: Progress, total: int, done: int, spend: Spend) -> None:
+        self.bar, self.tasks, self.spend = bar, tasks, spend
         self.id = bar.add_task("optimizing", total=total, completed=done, info="")
         self.attempts, self.correct, self.best = 0, 0, None
+        self.lines: dict[str, TaskID] = {}
+        self.per_task: dict[str, tuple[int, int, float | None]] = {}  # task: its latest turn, attempts, best
 
     def __call__(self, e: SearchEvent) -> None:
         if e.kind == "attempt":
             self.attempts += 1
             self.correct += e.status == "correct"
-            if e.speedup is not None and (self.best is None or e.speedup > self.best):
-                self.best = e.speedup
+            self.best = _better(self.best, e.speedup)
+            turn, attempts, best = self.per_task.get(e.task_key, (0, 0, None))
+            self.per_task[e.task_key] = max(turn, e.turn + 1), attempts + 1, _better(best, e.speedup)
+            line = self.lines.get(e.task_key)
+            if line is None:
+                line = self.lines[e.task_key] = self.tasks.add_task(e.task_key, total=None)
+            self.tasks.update(line, description=self.task_line(e.task_key))
         elif e.kind == "task_done":
             self.bar.advance(self.id)
+            line = self.lines.pop(e.task_key, None)
+            if line is not None:
+                self.tasks.remove_task(line)
             if e.message:
                 err.print(f"warning: {e.task_key}: {e.message}", highlight=False)
         s = self.spend
@@ -76,26 +84,47 @@ class _ProgressView:
         self.bar.update(self.id, info=f"{self.attempts} attempts, {self.correct} correct, best {best}, "
                                       f"{s.tokens:,} tokens, {cost}")
 
+    def task_line(self, key: str) -> str:
+        turn, attempts, best = self.per_task[key]
+        return (f"{key}: turn {turn}, {attempts} attempt{'s' if attempts != 1 else ''}, "
+                f"best {f'{best:.2f}x' if best is not None else 'none yet'}")
+
+
+def _better(best: float | None, speedup: float | None) -> float | None:
+    return speedup if speedup is not None and (best is None or speedup > best) else best
+
 
 def _run_summaries(run: RunReport) -> list[Summary]:
     """An optimize run's summaries, per level, as its HTML report counts them."""
     return summarize_by_level([t.outcome() for t in run.tasks])
 
 
+def _failure(result: TaskResult, report: TaskReport | None) -> str | None:
+    """Why a task has no result, in one line: its own error, the judge's failure on its side, or its last failed attempt."""
+    if result.error:
+        return result.error
+    if report is None:
+        return None
+    return report.not_judged and f"the judge failed on its side: {report.not_judged}" or report.last_failure
+
+
 def print_optimize(result: RunResult, report: Path, run: RunReport) -> None:
     """A finished (or stopped) run: its best kernel per task, its summary, its spend, where its files are."""
     table = Table(title=f"run {result.run_id}", title_justify="left")
-    for col in ("task", "best", "attempts", "kernel"):
-        table.add_column(col)
-    not_judged = {t.key: t.not_judged for t in run.tasks}
+    reports = {t.key: t for t in run.tasks}
+    failures = {t.task.key: _failure(t, reports.get(t.task.key)) for t in result.tasks if t.best is None}
+    for col in ("task", "best", "attempts", "kernel", *(["why"] if any(failures.values()) else [])):
+        table.add_column(col, overflow="fold" if col == "why" else "ellipsis")
     for t in result.tasks:
+        task_report = reports.get(t.task.key)
         if t.best is not None:
             best = Text(f"{t.best.speedup:.2f}x", style="green")
-        elif not_judged.get(t.task.key):
-            best = status_text("not judged") + Text(f" ({not_judged[t.task.key]})")
+        elif task_report is not None and task_report.not_judged:
+            best = status_text("not judged")
         else:
             best = status_text(t.error and "task error" or ("no correct candidate" if t.finished else "unfinished"))
-        table.add_row(t.task.key, best, str(t.attempts), str(t.best_file or "-"))
+        why = [failures.get(t.task.key) or ""] if any(failures.values()) else []
+        table.add_row(t.task.key, best, str(t.attempts), str(t.best_file or "-"), *why)
     out.print(table)
     out.print(summary_table(_run_summaries(run)))
     if run.evaluations_not_judged:
@@ -117,10 +146,11 @@ def optimize_cmd(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="The endpoint, e.g. http://localhost:8000/v1."),
     inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
     sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
-    strategy: Optional[str] = typer.Option(None, "--strategy", help=f"Search strategy{_default(SearchConfig, 'strategy')}."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help=f"Search strategy: {', '.join(STRATEGIES)}"
+                                                                    f"{_default(SearchConfig, 'strategy')}."),
     turns: Optional[int] = typer.Option(None, "--turns", help=f"Refinement turns per sample{_default(SearchConfig, 'turns')}."),
     samples: Optional[int] = typer.Option(None, "--samples", help=f"Independent samples per task{_default(SearchConfig, 'samples')}."),
-    language: Optional[str] = typer.Option(None, "--language", help="cuda (load_inline, the default) or triton."),
+    language: Optional[str] = LanguageOpt,
     width: Optional[int] = typer.Option(None, "--width", help=f"branch: ideas per round{_default(BranchOptions, 'width')}."),
     impls: Optional[int] = typer.Option(None, "--impls", help=f"branch: implementations per idea{_default(BranchOptions, 'impls')}."),
     islands: Optional[int] = typer.Option(None, "--islands", help=f"evolve: islands{_default(EvolveOptions, 'islands')}."),
@@ -162,6 +192,9 @@ def optimize_cmd(
                                                      "(repeatable)."),
     device: Optional[str] = typer.Option(None, "--device", "-d", help="cuda (the default) or cpu."), workspace: Path = WorkspaceOpt,
     as_json: bool = JsonOpt, baselines: bool = BaselinesOpt, gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ask the model every request again rather than take the "
+                                                             "workspace's cached reply to an identical one (new replies "
+                                                             "replace the cached ones)."),
 ) -> None:
     """Write faster kernels for every task of TARGET with a language model (or, with --strategy template, by searching
     Triton GEMM templates); every one is proved by the judge. Exit 0 when the run finished, 3 when it stopped early
@@ -169,28 +202,30 @@ def optimize_cmd(
     if skills not in (None, "on", "off"):
         raise UsageError(f"--skills {skills!r}: use on or off")
     budgets = {path: ctx.params[name] for name, path in _BUDGETS.items()}
+    if resume is None:  # checked before the workspace is opened: a mistake leaves no workspace behind
+        flags = {"target": target, "shapes": None if shapes is None else [shapes], "out": None if out_dir is None else str(out_dir),
+                 "search.skills.enabled": None if skills is None else skills == "on",
+                 **{path: ctx.params[name] for name, path in _PATHS.items()}, **budgets,
+                 **llm_flags(model, base_url, None, prices, max_tokens)}
+        config = new_config(config_file, flags, sets, _OPTIONS)
+    else:
+        # by the enum's name: typer ships its own copy of click
+        given = [p.opts[0] for p in ctx.command.params if p.name not in _RESUME_OPTIONS
+                 and getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
+        if given:
+            raise UsageError(f"a resumed run keeps its own settings: drop {', '.join(given)} (it takes budgets and --out)")
+        existing_workspace(workspace)
     with Store(workspace) as store:
         if resume is not None:
-            # by the enum's name: typer ships its own copy of click
-            given = [p.opts[0] for p in ctx.command.params if p.name not in _RESUME_OPTIONS
-                     and getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
-            if given:
-                raise UsageError(f"a resumed run keeps its own settings: drop {', '.join(given)} (it takes budgets and --out)")
             config = resumed_config(store, resume, target, budgets, out_dir, _OPTIONS)
-        else:
-            flags = {"target": target, "shapes": None if shapes is None else [shapes], "out": None if out_dir is None else str(out_dir),
-                     "search.skills.enabled": None if skills is None else skills == "on",
-                     **{path: ctx.params[name] for name, path in _PATHS.items()}, **budgets,
-                     **llm_flags(model, base_url, None, prices, max_tokens)}
-            config = new_config(config_file, flags, sets, _OPTIONS)
         if config.out is not None and Path(config.out).exists() and not Path(config.out).is_dir():
             raise UsageError(f"--out {config.out}: a file, not a directory")
-        tasks = optimize_tasks(config)
+        tasks = tasks_of(config)
         reason = unsuited(config.search.strategy, tasks)
         if reason is not None:
             raise UsageError(reason)
         check_device(config.device)
-        client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
+        client = make_client(config.llm, cache_dir=store.workspace / "llm-cache", refresh_cache=no_cache)
         client.check()  # an unreachable endpoint or a bad key fails here, before any task starts
         found = client.survey() if resume is not None else None
         if found is not None:  # what a resumed run finds first: replies matched, requests still pending and where
@@ -204,9 +239,11 @@ def optimize_cmd(
             err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on {dev.name}, "
                       f"{kernels}", highlight=False)
             done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
-            with Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                          TimeElapsedColumn(), console=err, transient=True) as bar:
-                optimizer.emit = _ProgressView(bar, len(tasks), done, client.spend)
+            bar = Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                           TimeElapsedColumn())
+            per_task = Progress(SpinnerColumn(), TextColumn("{task.description}"))
+            with Live(Group(bar, per_task), console=err, transient=True):
+                optimizer.emit = ProgressView(bar, per_task, len(tasks), done, client.spend)
                 result = optimizer.run(run_id, tasks)
             if baselines:  # once the search is done: nothing else runs while they are timed
                 fill_baselines(store, pool, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
@@ -224,5 +261,20 @@ def optimize_cmd(
         print_optimize(result, report, run)
     if result.stopped:
         print(f"stopped: {result.stopped}. Everything so far is recorded; continue with: "
-              f"kernelcraft optimize --resume {run_id}", file=sys.stderr)
+              f"{resume_command(run_id, workspace, result.spent, config)}", file=sys.stderr)
         raise typer.Exit(3)
+
+
+def resume_command(run_id: str, workspace: Path, spent: tuple[str, ...], config: OptimizeConfig) -> str:
+    """The command that continues a stopped run: its workspace when not the default one, and a larger
+    value for each spent budget (a budget covers the whole run, so resuming under the same one stops at once)."""
+    words = ["kernelcraft", "optimize", "--resume", run_id]
+    if workspace != DEFAULT_WORKSPACE:
+        words += ["-w", str(workspace)]
+    raises = [(f"--{name.replace('_', '-')}", reduce(getattr, path.split("."), config)) for name, path in _BUDGETS.items()
+              if path in spent]
+    command = shlex.join(words + [word for flag, _ in raises for word in (flag, "N")])
+    if raises:
+        limits = ", ".join(f"{flag} above {value:g}" for flag, value in raises)
+        command += f" (N: {limits}; the run spent {'that budget' if len(raises) == 1 else 'those budgets'})"
+    return command

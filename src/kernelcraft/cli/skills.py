@@ -11,12 +11,11 @@ from rich.table import Table
 
 from ..judge import check_device, open_executor
 from ..llm import make_client
-from ..search import Optimizer, Verification
+from ..search import Optimizer, Verification, tasks_of
 from ..skills import Skill, SkillFileError, SkillLibrary, read_skill_file
 from ..store import Store
 from .app import app
-from .common import ConfigOpt, DeviceOpt, JsonOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out
-from .optimize import optimize_tasks
+from .common import ConfigOpt, DeviceOpt, JsonOpt, LanguageOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out
 from .run_config import llm_flags, new_config
 
 skills_app = typer.Typer(no_args_is_help=True, help="The skill library: list, show, add, remove, verify, export, import, diff.")
@@ -83,7 +82,7 @@ def skills_add(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="The model that regenerates the kernel for verification."),
     base_url: Optional[str] = typer.Option(None, "--base-url"), api_key_env: Optional[str] = typer.Option(None, "--api-key-env"),
     prices: list[str] = typer.Option([], "--price"), samples: int = typer.Option(1, "--samples", help="Regenerations per arm."),
-    turns: int = typer.Option(1, "--turns", help="Turns per regeneration."), language: str = typer.Option("cuda", "--language"),
+    turns: int = typer.Option(1, "--turns", help="Turns per regeneration."), language: Optional[str] = LanguageOpt,
     device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
 ) -> None:
     """Add a skill. It is admitted only if regenerating TASK's kernel with it beats regenerating without it
@@ -111,7 +110,7 @@ def skills_verify(
     model: Optional[str] = typer.Option(None, "--model", "-m"), base_url: Optional[str] = typer.Option(None, "--base-url"),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env"), prices: list[str] = typer.Option([], "--price"),
     samples: int = typer.Option(1, "--samples"), turns: int = typer.Option(1, "--turns"),
-    language: str = typer.Option("cuda", "--language"), device: str = DeviceOpt, workspace: Path = WorkspaceOpt,
+    language: Optional[str] = LanguageOpt, device: str = DeviceOpt, workspace: Path = WorkspaceOpt,
     sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
 ) -> None:
     """Measure a library skill again on TASK (with vs without it); when it passes, its evidence grows in a new snapshot."""
@@ -122,12 +121,12 @@ def skills_verify(
 
 
 def _verify(store: Store, skill: Skill, task: str, model: Optional[str], base_url: Optional[str], api_key_env: Optional[str],
-            prices: list[str], samples: int, turns: int, language: str, device: str, sets: list[str],
+            prices: list[str], samples: int, turns: int, language: Optional[str], device: str, sets: list[str],
             config_file: Optional[Path]) -> Verification:
     config = new_config(None, {"target": task, "sets": sets, "device": device, "judge": judge_config(config_file),
                                "search.language": language, "search.skills.enabled": True, "search.skills.verify_samples": samples,
                                "search.skills.verify_turns": turns, **llm_flags(model, base_url, api_key_env, prices)})
-    tasks = optimize_tasks(config)
+    tasks = tasks_of(config)
     if len(tasks) != 1:
         raise UsageError(f"--task {task}: verification takes one task, this names {len(tasks)}")
     check_device(config.device)

@@ -1,9 +1,11 @@
 """The judge: evaluate a candidate kernel against a task, in isolation, and prove its speedup.
 
     from kernelcraft.judge import Judge
-    judge = Judge("cpu", cache_dir=Path("kernelcraft-workspace/cache"))
-    verdict = judge.evaluate(task, source)
-    judge.close()  # the tasks' trusted workers and the spare workers
+    from kernelcraft.tasks import resolve_task
+
+    with Judge("cpu", cache_dir="kernelcraft-workspace/cache") as judge:  # closing stops its workers
+        verdict = judge.evaluate(resolve_task("leaky_relu_clamp"), source)
+    print(verdict.summary())
 
 The modules here are the parent (trusted) side; `worker/` runs in the sandboxed processes (the worker,
 the builder), `protocol` is what the two sides say to each other, and `profile_driver` runs in the

@@ -3,8 +3,10 @@ capability and memory (for ceilings' cache keys and for prompts that name the ta
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -15,6 +17,7 @@ class DeviceDescription:
     name: str
     capability: str = ""  # "9.0"
     memory_gb: int | None = None
+    features: str = ""  # a CPU's model, cores and vector instruction sets, as a prompt describes the target
 
 
 class DeviceUnavailable(Exception):
@@ -68,4 +71,23 @@ def describe_device(device: str, index: int = 0) -> DeviceDescription:
     if device == "cuda":
         p = torch.cuda.get_device_properties(index)
         return DeviceDescription("cuda", p.name, f"{p.major}.{p.minor}", round(p.total_memory / 2**30))
-    return DeviceDescription("cpu", platform.processor() or platform.machine())
+    return DeviceDescription("cpu", platform.processor() or platform.machine(), features=cpu_features())
+
+
+# Vector instruction sets as /proc/cpuinfo's flags name them, widest first, with the names a programmer knows.
+_VECTOR = {"avx512f": "AVX-512", "avx2": "AVX2", "sse4_2": "SSE4.2", "sve": "SVE", "asimd": "NEON"}
+
+
+def cpu_features() -> str:
+    """This CPU's model, its cores and its vector instruction sets ("AMD EPYC 7B13, 2 cores, AVX2, FMA"), from
+    /proc/cpuinfo where there is one; what a prompt needs to aim a C++ kernel at it."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        info = ""
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)  # the last core's values
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    vector = next((name for flag, name in _VECTOR.items() if flag in flags), "")
+    parts = [fields.get("model name", ""), f"{os.cpu_count() or 1} cores", vector, "FMA" if "fma" in flags else ""]
+    return ", ".join(p for p in parts if p)

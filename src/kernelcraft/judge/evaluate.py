@@ -16,6 +16,7 @@ import hashlib
 import os
 import secrets
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack
 from pathlib import Path
@@ -51,6 +52,10 @@ JUDGE_VERSION = "11"  # 2: binary_exact and guard_zones checks, the server timin
 # torch.compile at PyTorch's defaults (cuDNN TF32 on: what users run), TunableOp.
 _BASELINE_KINDS = {"reference": "eager", "reference_default": "eager_default", "compiled": "compile_default",
                    "tunableop": "tunableop"}
+
+
+def _quiet(stage: str) -> None:
+    """No progress display."""
 
 
 def baseline_kind(side: str, scenario: str = "offline") -> str:
@@ -113,6 +118,12 @@ class Judge(TimingStage):
         self.workers.close()
         self.references.close()
 
+    def __enter__(self) -> "Judge":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # -- trusted data -------------------------------------------------------------------
     def reference(self, task: Task) -> ReferenceData:
         """The task's trusted reference data (computed once, then kept); blocks until the survey is done."""
@@ -155,12 +166,14 @@ class Judge(TimingStage):
         return {"ok": True, **a.report, "env": a.env}
 
     # -- evaluation ---------------------------------------------------------------------
-    def evaluate(self, task: Task, source: str, config: JudgeConfig | None = None) -> Verdict:
+    def evaluate(self, task: Task, source: str, config: JudgeConfig | None = None,
+                 on_stage: Callable[[str], None] | None = None) -> Verdict:
         """One verdict for `source` on `task`. Raises TaskRunError only if the task itself fails.
         A failure on the judge's side (JudgeFault) is retried once in fresh workers (holding the
         device alone where the candidate ran out of device memory next to other evaluations); a
-        second one gives the status judge_error, which is never the candidate's."""
-        return self._evaluate(task, source, config or self.config, self_check=False)
+        second one gives the status judge_error, which is never the candidate's. `on_stage` is told
+        each stage as it begins (setup, load, build, correctness, timing, profile, audit)."""
+        return self._evaluate(task, source, config or self.config, self_check=False, on_stage=on_stage or _quiet)
 
     def self_check(self, task: Task, config: JudgeConfig | None = None) -> Verdict:
         """The task's own reference judged as the candidate (`kernelcraft self-check`): it must come out
@@ -169,7 +182,8 @@ class Judge(TimingStage):
         coverage reject), never judges a candidate's source."""
         return self._evaluate(task, self_check_source(task), config or self.config, self_check=True)
 
-    def _evaluate(self, task: Task, source: str, cfg: JudgeConfig, self_check: bool) -> Verdict:
+    def _evaluate(self, task: Task, source: str, cfg: JudgeConfig, self_check: bool,
+                  on_stage: Callable[[str], None] = _quiet) -> Verdict:
         t0 = time.perf_counter()
         report = check_source(source, enforce=cfg.static_checks and not self_check)
         static = StageResult("static", report.ok, time.perf_counter() - t0, report.message())
@@ -184,7 +198,7 @@ class Judge(TimingStage):
             if self_check:
                 v.env["self_check"] = True
             try:
-                self._attempt(task, source, cfg, v, report.kernel_names, alone, self_check)
+                self._attempt(task, source, cfg, v, report.kernel_names, alone, self_check, on_stage)
                 break
             except JudgeFault as f:
                 faults.append(str(f))
@@ -200,7 +214,7 @@ class Judge(TimingStage):
         return v
 
     def _attempt(self, task: Task, source: str, cfg: JudgeConfig, v: Verdict, names: set[str], alone: bool,
-                 self_check: bool) -> None:
+                 self_check: bool, on_stage: Callable[[str], None]) -> None:
         """Everything after the static check, once: build, load, correctness, timing, audit."""
         self.ceilings()
         with ExitStack() as alone_hold, self.references.using(task):
@@ -217,9 +231,11 @@ class Judge(TimingStage):
                     disk = PeakDisk(w.scratch)
                     held.callback(lambda: v.resources.update(disk_peak_bytes=disk.peak + builds_bytes(self.cache_dir, v)))
                     held.enter_context(disk)
-                    run = CandidateRun(self.workers, self.builds, self.seeds, self.memory, w, task, cfg, v, alone, self_check)
+                    run = CandidateRun(self.workers, self.builds, self.seeds, self.memory, w, task, cfg, v, alone, self_check,
+                                       on_stage)
                     audit = self._run_candidate(run, source, ref_future, names, budget)
                 v.stages.append(audit)
+                on_stage("audit")
                 ref = ref_future.result()
                 v.trusted_reference = ref.trusted  # waits for the reference's own timing
                 self.audit.run(task, v, audit, ref, cfg)
@@ -243,12 +259,15 @@ class Judge(TimingStage):
         ref = ref_future.result()
         run.hold_memory(ref, held)
         times = command_timeouts(run.cfg, ref.facts, triton="triton" in source, cpu=run.device == "cpu")
+        run.on_stage("correctness")
         correctness = run.correctness(ref, times)
         v.stages.append(correctness)
         check_sizes = run.task.meta.sizes.get("check")
         if run.cfg.second_shape and check_sizes:
             correctness.details["second_shape"] = run.second_shape(check_sizes)
+        run.on_stage("timing")
         v.stages.append(self._time_candidate(run, ref, times))
+        run.on_stage("profile")
         return run.profile(static_names, times)
 
     def _attach_reference(self, v: Verdict, ref: ReferenceData) -> None:

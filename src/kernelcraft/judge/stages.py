@@ -89,6 +89,7 @@ class CandidateRun:
     v: Verdict
     alone: bool
     self_check: bool
+    on_stage: Callable[[str], None] = lambda stage: None  # told each stage's name as it begins (a progress display)
 
     @property
     def device(self) -> str:
@@ -160,8 +161,10 @@ class CandidateRun:
     def load(self, source: str) -> list[StageResult]:
         """Build and load: the candidate imported (its extensions built by the judge, at its requests)
         and ModelNew made. Returns the build and load stages."""
+        self.on_stage("setup")
         spawn_s, task_setup_s = self.setup()
         timeouts, v, w = self.cfg.timeouts, self.v, self.w
+        self.on_stage("load")
         t1 = time.perf_counter()
         try:
             a = w.call(Load(source, self.task.source), timeout=timeouts.build + timeouts.load, on_request=self._build_requests())
@@ -197,11 +200,14 @@ class CandidateRun:
         budget = BuildBudget(self.cfg.timeouts.build)
 
         def answer(request: dict[str, Any]) -> Reply:
+            self.on_stage("build")
             try:
                 return self.builds.answer(request, budget)
             except BuildTimeout as e:
                 self.w.kill()
                 raise WorkerTimeout(str(e)) from None
+            finally:
+                self.on_stage("load")  # the worker goes on importing the candidate
         return answer
 
     # -- correctness ------------------------------------------------------------------------

@@ -151,6 +151,22 @@ class Verdict:
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)
 
+    def summary(self) -> str:
+        """The verdict in one line: status, task, device, speedup as counted (and as measured, when they differ),
+        flags, and the judge's message for anything but a plain correct verdict."""
+        parts = [f"{self.status.value}: {self.task} on {self.device}"]
+        if self.speedup is not None:
+            counted = self.effective_speedup
+            parts.append(f"{counted:.2f}x" + (f" (measured {self.speedup:.2f}x)" if counted != self.speedup else ""))
+        if self.flags:
+            parts.append("flags " + ",".join(f.code for f in self.flags))
+        line = ", ".join(parts)
+        first = next((ln.strip() for ln in self.message.splitlines() if ln.strip()), "")
+        return f"{line}: {first[:200]}" if first and not self.correct else line
+
+    def __repr__(self) -> str:
+        return f"<Verdict {self.summary()}>"
+
     def has_flag(self, code: FlagCode | str) -> bool:
         return any(f.code == code for f in self.flags)
 

@@ -19,15 +19,18 @@ class ResponseCache(Protocol):
 
 class DirectoryCache:
     """`<dir>/<key[:2]>/<key>.json`; written to a temporary name and renamed, so a reader never
-    sees half a file."""
+    sees half a file. `refresh`: nothing is read (every request is asked again), new replies replace the old."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, refresh: bool = False) -> None:
         self.root = Path(root)
+        self.refresh = refresh
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> Completion | None:
+        if self.refresh:
+            return None
         try:
             data = json.loads(self._path(key).read_text())
         except (OSError, ValueError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .backends import Backend
 from .cache import ResponseCache
 from .config import LLMConfig
-from .errors import BudgetExceeded, LLMError, TransientError
+from .errors import BudgetExceeded, CallFailed, LLMError, TransientError
 from .types import CallRecord, ChatReply, ChatRequest, Completion, Message, Sampling
 
 
@@ -72,7 +72,7 @@ class LLMClient:
 
     def chat(self, request: ChatRequest) -> ChatReply:
         """One reply. Cached answers cost nothing; raises BudgetExceeded once the budget is spent,
-        LLMError when the call fails for good."""
+        CallFailed when the endpoint failed every try, LLMError when it refused the request."""
         started = time.time()
         key = request.key()
         hit = self.cache.get(key) if self.cache else None
@@ -106,7 +106,7 @@ class LLMClient:
                     return self.backend.complete(request, c.timeout_s), time.perf_counter() - t0, attempt
                 except TransientError as e:
                     if attempt > c.retries:
-                        raise LLMError(f"{e} (gave up after {attempt} attempts)") from None
+                        raise CallFailed(f"{e} (gave up after {attempt} attempts)") from None
                     wait = e.retry_after if e.retry_after is not None else c.backoff_s * 2 ** (attempt - 1)
             self._sleep(wait * random.uniform(1.0, 1.25))  # outside the slot: a waiting retry holds no slot
 

@@ -19,6 +19,12 @@ class TransientError(LLMError):
         self.retry_after = retry_after
 
 
+class CallFailed(LLMError):
+    """A call that got no reply: the endpoint failed it on every try (a lost connection, a server error, a
+    rate limit, a timeout), or a replay had no answer left. Not the model's doing, so it is no turn: the
+    run stops with the call pending, and `--resume` asks it again."""
+
+
 class BudgetExceeded(LLMError):
     """The run's token or dollar budget is spent; no further calls are made."""
 

@@ -42,7 +42,9 @@ def make_backend(config: LLMConfig) -> Backend:
     raise EndpointError(f"unknown provider {config.provider!r}")
 
 
-def make_client(config: LLMConfig, *, cache_dir: Path | None = None,
+def make_client(config: LLMConfig, *, cache_dir: Path | None = None, refresh_cache: bool = False,
                 on_call: Callable[[CallRecord], None] | None = None) -> LLMClient:
-    """A client for `config`, caching replies under `cache_dir` when given."""
-    return LLMClient(make_backend(config), config, cache=DirectoryCache(cache_dir) if cache_dir else None, on_call=on_call)
+    """A client for `config`, caching replies under `cache_dir` when given (`refresh_cache`: asking every request
+    again, its new reply replacing the cached one)."""
+    cache = DirectoryCache(cache_dir, refresh=refresh_cache) if cache_dir else None
+    return LLMClient(make_backend(config), config, cache=cache, on_call=on_call)

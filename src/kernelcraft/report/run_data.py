@@ -17,6 +17,7 @@ from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error
 
 CORRECT = "correct"
 JUDGE_ERROR = Status.JUDGE_ERROR.value
+REASON_CHARS = 160  # a failure reason fits one terminal line
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,16 @@ class AttemptReport:
     @property
     def correct(self) -> bool:
         return self.status == CORRECT and self.speedup is not None
+
+    @property
+    def reason(self) -> str:
+        """Why this attempt is no result, in one line: its status and the judge's message (or, for a reply that held
+        no usable candidate, what was wrong with it)."""
+        if self.correct:
+            return CORRECT
+        text = self.verdict.message if self.verdict is not None else self.meta.get("parse_error") or self.feedback
+        line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        return f"{self.status}: {line[:REASON_CHARS]}" if line else self.status
 
     @property
     def how(self) -> str:
@@ -113,6 +124,12 @@ class TaskReport:
     @property
     def correct_attempts(self) -> int:
         return sum(1 for a in self.attempts if a.correct)
+
+    @property
+    def last_failure(self) -> str | None:
+        """The reason the latest attempt that was no result failed (None when every attempt was correct, or none was made)."""
+        failed = [a for a in self.attempts if not a.correct]
+        return max(failed, key=lambda a: a.created_at).reason if failed else None
 
     @property
     def not_judged(self) -> str | None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, ValidationInfo, field_validator, model_validator
 
+from ..agents.languages import language_for
 from ..judge import JudgeConfig
 from ..llm import LLMConfig
 from ..skills import AdmissionPolicy
@@ -95,7 +96,7 @@ class SearchConfig(BaseModel):
     strategy: str = "refine"
     turns: int = Field(3, ge=1)  # refine: turns per sample; branch and contrastive: rounds
     samples: int = Field(2, ge=1)  # refine: conversations per task; contrastive: prompts per round
-    language: Literal["cuda", "triton"] = "cuda"
+    language: Literal["cuda", "cpp", "triton"] | None = None  # None: the device's own (agents/templates/languages.toml)
     # The conversation shown to the model is cut to this many tokens (about 4 characters each):
     # the rules and the task always, then the most recent attempts that fit.
     history_tokens: int = Field(24000, ge=2000)
@@ -171,3 +172,9 @@ class OptimizeConfig(BaseModel):
     judge: JudgeSettings = Field(default_factory=JudgeConfig)
     llm: LLMConfig
     search: SearchConfig = Field(default_factory=SearchConfig)
+
+    @model_validator(mode="after")
+    def _language(self) -> "OptimizeConfig":
+        """The kernel language, checked against the device; the device's own where none is named."""
+        self.search.language = language_for(self.device, self.search.language)
+        return self

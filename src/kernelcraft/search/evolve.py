@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..llm import Message
+from .errors import Parked
 from .features import archive_cell
 from .registry import register
-from .strategy import Outcome, TaskContext, run_parallel
+from .strategy import STOPPING, Outcome, TaskContext, run_parallel
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,8 @@ class Evolve:
         def worker() -> None:
             while True:
                 with lock:
-                    if ctx.stop.is_set():
-                        return
+                    if ctx.stop.is_set() and (queue or state["left"] > 0):  # unfinished: not a finished task
+                        raise Parked(STOPPING)
                     if queue:
                         generation = queue.pop(0)
                         plan = planned[generation]

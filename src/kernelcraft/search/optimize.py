@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agents import Coder, Planner, SkillSelector, SkillSummarizer
-from ..judge import DeviceDescription, Executor, KernelProfiler
+from ..judge import DeviceDescription, Executor, KernelProfiler, open_executor
 from ..judge.reuse import verdict_context
-from ..llm import LLMClient, Spend
+from ..llm import LLMClient, Spend, make_client
 from ..skills import Skill, SkillLibrary
 from ..store import AttemptRow, Store
-from ..tasks import Task
+from ..tasks import Task, resolve_target
 from .budget import JudgeBudget
 from .config import OptimizeConfig
 from .errors import Parked, RunStopped, TaskFailed
@@ -51,6 +51,27 @@ class RunResult:
     stopped: str | None  # why the run stopped before finishing every task, or None
     spend: Spend
     out_dir: Path
+    spent: tuple[str, ...] = ()  # the run-wide budgets (config paths) a resume must raise to go on
+
+
+def tasks_of(config: OptimizeConfig) -> list[Task]:
+    """The tasks of a run's target, at its sizes."""
+    return resolve_target(config.target, device=config.device, sets=config.sets, inputs=config.inputs,
+                          init_inputs=config.init_inputs, sample=config.sample, shapes=config.shapes, from_model=config.from_model)
+
+
+def run_optimize(config: OptimizeConfig, workspace: str | Path, resume: str | None = None,
+                 emit: Callable[[SearchEvent], None] = lambda e: None) -> RunResult:
+    """A whole optimize run from Python, as `kernelcraft optimize` runs it without its display: the target's tasks,
+    the model's client (replies cached in the workspace), a judge pool over the device's GPUs, the search; or, with
+    `resume`, that stopped run continued. Raises EndpointError when the endpoint cannot be used at all."""
+    tasks = tasks_of(config)
+    with Store(workspace) as store, open_executor(config.device, cache_dir=store.cache_dir, config=config.judge,
+                                                  workers=config.workers) as pool:
+        client = make_client(config.llm, cache_dir=store.workspace / "llm-cache")
+        client.check()
+        optimizer = Optimizer(config, store, client, pool, pool.description, emit)
+        return optimizer.run(resume or optimizer.start(tasks), tasks)
 
 
 def module_name(task: Task) -> str:
@@ -133,7 +154,16 @@ class Optimizer:
             self.store.finish_run(run_id)
         done = {r.task_key for r in self.store.run_tasks(run_id) if r.finished_at is not None}
         results = [self._result(run_id, t, t.key in done, errors.get(t.key)) for t in tasks]
-        return RunResult(run_id, results, stopped, self.client.spend, self.out_dir(run_id))
+        return RunResult(run_id, results, stopped, self.client.spend, self.out_dir(run_id),
+                         self._spent(budget) if stopped else ())
+
+    def _spent(self, budget: JudgeBudget) -> tuple[str, ...]:
+        """The budgets that cover the whole run and are spent (the wall-time budget is each invocation's own)."""
+        c, s = self.client.config, self.client.spend
+        spent = {"llm.budget_tokens": c.budget_tokens is not None and s.tokens >= c.budget_tokens,
+                 "llm.budget_usd": c.budget_usd is not None and s.cost_usd >= c.budget_usd,
+                 "search.budget_judge_calls": budget.max_judge_calls is not None and budget.used >= budget.max_judge_calls}
+        return tuple(path for path, out in spent.items() if out)
 
     def _stop_reason(self, stopped: str | None) -> str | None:
         """Why the run stops: `stopped` (a budget, an endpoint), and what its parked work waits on, once

@@ -24,7 +24,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from ..agents import Coder, KernelExample, ParseFailure, Planner, Proposal, Truncated
 from ..judge import DeviceDescription, Executor, Job, JudgeConfig, KernelProfiler, Result, Status, TaskRules, Verdict
 from ..judge.reuse import Judged, VerdictReuse, verdict_context
-from ..llm import BatchPending, CallRecord, LLMError, Message
+from ..llm import BatchPending, CallFailed, CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
 from ..tasks import Task
@@ -35,7 +35,8 @@ from .parked import ParkedWork
 
 PARSE_FAILED = "parse_failed"
 TRUNCATED = "truncated"  # the reply was cut at the token limit before its code was complete
-LLM_ERROR = "llm_error"
+LLM_ERROR = "llm_error"  # the endpoint refused the request (a call that got no reply is no attempt: CallFailed)
+STOPPING = "the run is stopping"  # a line of work that would ask the model after the run began to stop
 T = TypeVar("T")
 
 
@@ -179,14 +180,19 @@ class TaskContext:
     # -- model calls ---------------------------------------------------------------------------
     def guarded(self, call: Callable[[], T]) -> T:
         """Run a model call; a run-stopping model error (or a spent wall-time budget) sets `stop` and
-        raises RunStopped; a batch reply not in yet raises Parked (the rest of the run goes on)."""
+        raises RunStopped; a batch reply not in yet raises Parked (the rest of the run goes on); a call
+        that got no reply raises Parked and sets `stop` (the endpoint is failing: asking on wastes retries)."""
         if self.stop.is_set():
-            raise RunStopped("the run is stopping")
+            raise Parked(STOPPING)
         try:
             self.budget.check_time()
             return call()
         except BatchPending as e:
             self.parked.reply()
+            raise Parked(str(e)) from None
+        except CallFailed as e:
+            self.parked.call_failed(str(e))
+            self.stop.set()
             raise Parked(str(e)) from None
         except RUN_STOPPING_ERRORS as e:
             self.stop.set()
@@ -259,8 +265,9 @@ class TaskContext:
         if isinstance(proposal.candidate, ParseFailure):
             status = TRUNCATED if isinstance(proposal.candidate, Truncated) else PARSE_FAILED
             feedback = self.coder.feedback(proposal.candidate).content
+            note = self.meta(sample, **(meta or {}), parse_error=proposal.candidate.message)
             self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=status,
-                                      llm_call_id=call_id, feedback=feedback, meta=self.meta(sample, **(meta or {})))
+                                      llm_call_id=call_id, feedback=feedback, meta=note)
             self.emit(SearchEvent("attempt", self.task.key, sample, turn, status))
             return Outcome(status, None, feedback, None)
         return self.record_source(sample, turn, proposal.candidate, meta, llm_call_id=call_id)

@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..agents.languages import language_for
 from ..judge import JudgeConfig
 from ..settings import SettingsError, one_line, read_toml
 from ..skills import AdmissionPolicy
@@ -54,12 +55,17 @@ class EnvConfig(_Strict):
     and a summarizer turn after them when the trajectory improved enough."""
 
     max_turns: int = Field(3, ge=1)
-    language: Literal["cuda", "triton"] = "cuda"
+    language: Literal["cuda", "cpp", "triton"] | None = None  # None: the device's own (agents/templates/languages.toml)
     device: Literal["cuda", "cpu"] = "cuda"  # where the kernels run (what the coder's prompt names)
     device_name: str = ""  # the target named in the prompt; empty: the local device's name
     history_tokens: int = Field(24000, ge=2000)  # the coder's conversation is cut to this (about 4 characters each)
     summarize: bool = True
     skills: EnvSkillOptions = Field(default_factory=EnvSkillOptions)
+
+    @model_validator(mode="after")
+    def _language(self) -> "EnvConfig":
+        self.language = language_for(self.device, self.language)
+        return self
     reward: RewardConfig = Field(default_factory=RewardConfig)
 
 

@@ -13,7 +13,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import EndpointError, LLMError
+from ..errors import CallFailed, EndpointError
 from ..recording import RecordingError, replayable_calls
 from ..types import ChatRequest, Completion, Usage
 
@@ -70,4 +70,4 @@ class Replay:
                     return self._keyed[key]
             if self._queue:
                 return self._queue.pop(0)
-        raise LLMError(f"the replay file {self.path} has no answer left for this request")
+        raise CallFailed(f"the replay file {self.path} has no answer left for this request")
