@@ -66,6 +66,7 @@ def _module_names(path: Path) -> set[str]:
 def test_the_settings_module_imports_no_package() -> None:
     """Every package reads user settings through `kernelcraft.settings`, so it may import none of them."""
     assert not _imported_packages(ROOT / "settings.py") & set(ORDER)
+    assert not _imported_packages(ROOT / "user_config.py") & set(ORDER)  # a user's defaults: files read by settings
 
 
 def package_graph() -> str:

@@ -83,6 +83,9 @@ def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
     (["self-check", "examples", "--device", "cpu", "--gpus", "2", "-w", "ws"], "--gpus 2 with --device cpu"),
     (["profile", "softmax_rows", "/no/such/candidate.py", "--device", "cpu"], "no such candidate"),
     (["profile", "softmax_rows", "cand.py", "--device", "tpu"], "unknown device"),
+    (["eval", "softmax_rows", "adir", "--device", "cpu"], "adir: a directory, not a candidate file"),
+    (["eval", "adir", "cand.py", "--device", "cpu"], "adir: a directory, not a task file"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--config", "adir"], "adir: a directory, not a config file"),
 ])
 def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "cand.py").write_text("import torch\n")

@@ -144,3 +144,18 @@ def test_a_model_name_with_a_colon_goes_to_its_own_endpoint_and_an_unset_key_var
                                       "--workspace", str(tmp_path / "ws")])
     assert isinstance(result.exception, _Captured)
     assert "KC_NO_SUCH_KEY (llm.api_key_env) is not set" in result.output
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    import typer.main
+
+    missing = []
+
+    def walk(command: object, path: list[str]) -> None:
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, [*path, name])
+        missing.extend(f"{' '.join(path)} {p.opts[0]}" for p in getattr(command, "params", [])
+                       if p.param_type_name == "option" and not p.help)
+
+    walk(typer.main.get_command(app), ["kernelcraft"])
+    assert missing == []

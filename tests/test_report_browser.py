@@ -104,19 +104,19 @@ def _full_page_png(browser: Any) -> bytes:
     return base64.b64decode(shot["data"])
 
 
-def _check_png(png: bytes, tmp_path: Path) -> Path:
+def _check_png(png: bytes, tmp_path: Path, name: str = "report.png") -> Path:
     from PIL import Image
 
     image = Image.open(io.BytesIO(png))
     assert image.format == "PNG" and image.width >= 1000 and image.height >= 1000, (image.format, image.size)
     colours = image.convert("RGB").getcolors(maxcolors=1 << 24)
     assert colours is not None and len(colours) > 500, "the screenshot is (nearly) blank"
-    path = tmp_path / "report.png"
+    path = tmp_path / name
     path.write_bytes(png)
     if os.environ.get("KERNELCRAFT_SCREENSHOT_DIR"):
         keep = Path(os.environ["KERNELCRAFT_SCREENSHOT_DIR"])
         keep.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, keep / "report.png")
+        shutil.copy(path, keep / name)
     return path
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,28 @@ def test_the_page_shows_sources_verdicts_trajectories_and_three_plots(tmp_path: 
     # the plots' ids are prefixed per figure, so three inline SVGs never share one
     ids = re.findall(r'\bid="([^"]+)"', html)
     assert len(ids) == len(set(ids))
+
+
+def test_the_page_gives_every_attempt_its_source_and_reply_duplicates_the_environment_and_the_commands(
+        tmp_path: Path) -> None:
+    with Store(tmp_path) as store:
+        run_id = build_run(store, [("examples/row_mean_square", 0, "incorrect", None, 10, 10),
+                                   ("examples/row_mean_square", 1, "incorrect", None, 10, 10)], finished=False)
+        rows = store.attempts(run_id)
+        # turn 1's source equals turn 0's: it reuses turn 0's verdict, as the search's VerdictReuse does
+        store._exec("UPDATE attempts SET verdict_id=? WHERE id=?", (rows[0].verdict_id, rows[1].id))
+        store._exec("UPDATE verdicts SET verdict_json=json_set(verdict_json, '$.env.compilers', json('{\"c++\": \"g++ 12\"}'))")
+        run = load_run(store, run_id)
+        html = write_report(store, run_id).read_text()
+    first, second = run.tasks[0].attempts
+    assert first.source == "class ModelNew:  # examples/row_mean_square turn 0\n" and first.reply.startswith("```python")
+    assert first.duplicate_of is None and second.duplicate_of == (0, 0)
+    assert "the same kernel as sample 0, turn 0" in html and html.count("the model's reply") == 2
+    assert run.environment == {"device": "cpu0", "torch": "2.13", "compiler c++": "g++ 12"}
+    assert f"kernelcraft optimize --resume {run_id} -w {tmp_path.resolve()}" in html
+    assert run.settings_changed == ('target = "examples"\ndevice = "cpu"\nllm.model = "fake-coder"\nsearch.turns = 4\n'
+                                    'search.samples = 1\nsearch.language = "cpp"\n')
+    assert OptimizeConfig.model_validate(tomllib.loads(run.settings_file)) == run.config  # the run file runs it again
 
 
 def test_a_run_over_two_devices_summarizes_the_other_apart(tmp_path: Path) -> None:

@@ -177,3 +177,18 @@ def test_a_verdict_records_the_device_index_and_node_it_was_measured_on(tmp_path
         older = store.record_verdict(task, "src1", dataclasses.replace(_verdict(task.key, 1.5), candidate_hash="h1"))
         rows = {r["id"]: (r["device_index"], r["node"]) for r in store._query("SELECT id, device_index, node FROM verdicts")}
     assert rows == {placed: (1, "10.0.0.7"), older: (None, "")}  # a verdict without them (an older judge's)
+
+
+def test_a_workspace_where_nothing_can_be_written_is_named_read_only() -> None:
+    from kernelcraft.store import StoreError
+
+    target = Path("/sys/kernelcraft-workspace")  # sysfs refuses new directories to every user, root included
+    try:
+        target.mkdir()
+    except OSError:
+        pass
+    else:
+        target.rmdir()
+        pytest.skip("/sys takes new directories here")
+    with pytest.raises(StoreError, match="read-only, kernelcraft cannot write there .*: give -w a directory you can write"):
+        Store(target)

@@ -7,6 +7,8 @@ files and the judge service all report a bad value the same way.
 
 from __future__ import annotations
 
+import json
+import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -56,6 +58,8 @@ def option_error(e: _HasErrors, flags: Mapping[str, str], prefix: str = "") -> s
 
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file's tables; a missing file, text that is not UTF-8 or bad TOML is a SettingsError."""
+    if path.is_dir():
+        raise SettingsError(f"{path}: a directory, not a config file")
     if not path.is_file():
         raise SettingsError(f"{path}: no such config file")
     try:
@@ -102,4 +106,37 @@ def with_value(data: dict[str, Any], path: Sequence[str], value: Any) -> dict[st
     return {**data, head: with_value(inner if isinstance(inner, dict) else {}, rest, value)}
 
 
-__all__ = ["SettingsError", "first_error", "one_line", "parse_assignment", "read_toml", "unknown_keys", "with_value"]
+def to_toml(data: Mapping[str, Any]) -> str:
+    """Nested tables as TOML, one `dotted.key = value` line per setting (what `read_toml` reads back as `data`);
+    None, which TOML cannot say, is left out, and so is an empty table."""
+    lines: list[str] = []
+
+    def key(part: str) -> str:
+        return part if part.replace("_", "").replace("-", "").isalnum() and part.isascii() else json.dumps(part)
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}{key(str(k))}.", v)
+        elif value is not None:
+            lines.append(f"{prefix[:-1]} = {_toml_value(value)}")
+
+    walk("", data)
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
+    return json.dumps(str(value))  # a JSON string is a TOML basic string
+
+
+__all__ = ["SettingsError", "first_error", "one_line", "parse_assignment", "read_toml", "to_toml", "unknown_keys", "with_value"]

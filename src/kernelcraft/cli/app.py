@@ -25,7 +25,7 @@ from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
 from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
-from .common import (AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
+from .common import (USER_ERROR, AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
                      existing_workspace, print_verdict, progress, read_text, stages, target_tasks)
 
@@ -289,6 +289,9 @@ def main() -> None:
     """Entry point: every user mistake is one line on stderr and a non-zero exit, never a traceback."""
     debug = bool(os.environ.get("KERNELCRAFT_DEBUG"))
     signal.signal(signal.SIGTERM, _terminate)
+    if USER_ERROR is not None:  # a config file that cannot be read: before any command takes its defaults
+        print(f"error: {USER_ERROR}", file=sys.stderr)
+        sys.exit(2)
     try:
         rc = app(standalone_mode=False)  # click returns a command's typer.Exit code here
         if rc == 130:  # typer turns Ctrl-C into Exit(130)

@@ -3,7 +3,6 @@ user names, the judge's options, progress bars and the verdict's printout."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,9 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from ..agents.languages import LANGUAGES
 from ..judge import JudgeConfig, Verdict
 from ..report import roofline_table, verdict_lines, verdict_table
+from ..llm import LLMConfig
 from ..settings import SettingsError, read_toml
 from ..store import DB_NAME
 from ..tasks import Task, resolve_target
+from ..user_config import BUILT_IN, built_in_settings, user_settings
 
 # Wide enough that task keys and messages are not cut when output goes to a file or a pipe.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -32,15 +33,26 @@ class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line."""
 
 
-DEFAULT_WORKSPACE = Path(os.environ.get("KERNELCRAFT_WORKSPACE", "kernelcraft-workspace"))
+# The config files' defaults (user_config.py), read as the CLI loads: a file that cannot be read is reported by
+# main() as one line, before any command runs.
+try:
+    USER, USER_ERROR = user_settings(), None
+except SettingsError as e:
+    USER, USER_ERROR = built_in_settings(), str(e)
+DEFAULT_WORKSPACE = Path(str(USER["workspace"].value))
 WorkspaceOpt = typer.Option(DEFAULT_WORKSPACE, "--workspace", "-w",
                             help="Workspace directory (database, build cache, artifacts).")
-DeviceOpt = typer.Option("cuda", "--device", "-d", help="cuda or cpu.")
+DeviceOpt = typer.Option(USER["device"].value, "--device", "-d", help="cuda or cpu (the default may come from a config file: "
+                                                                         "kernelcraft config show).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON for machines.")
 GpusOpt = typer.Option(None, "--gpus", help="The GPUs to judge on: all (default: every visible GPU) or indices such as "
                                              "0,1 (--workers each).")
 RayOpt = typer.Option(None, "--ray", help="Judge on a Ray cluster instead: auto (the cluster `ray start` made), local "
                                           "(a Ray instance of this run's own) or the cluster's address (--workers per GPU).")
+BaseUrlOpt = typer.Option(None, "--base-url", help="The endpoint, e.g. http://localhost:8000/v1.")
+ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="The environment variable that holds the API key "
+                                                        "(default OPENAI_API_KEY, or ANTHROPIC_API_KEY for anthropic:NAME).")
+PriceOpt = typer.Option([], "--price", help="MODEL=IN,OUT dollars per million tokens (repeatable; globs).")
 LanguageOpt = typer.Option(None, "--language", help="The kernel language: " + "; ".join(
     f"{lang.key} ({lang.name}, on {' or '.join(lang.devices)})" for lang in LANGUAGES.values())
     + ". Default: the device's own, cuda on a GPU, cpp with --device cpu.")
@@ -66,6 +78,20 @@ def option_default(model: type[BaseModel], field: str) -> Any:
     return model.model_fields[field].default
 
 
+def user_run_settings() -> dict[str, Any]:
+    """The config files' defaults as a new run's settings: its lowest layer, under a run file, the flags and --set."""
+    given = {key: s.value for key, s in USER.items() if s.source not in (BUILT_IN, "$KERNELCRAFT_WORKSPACE")}
+    layer: dict[str, Any] = {"device": given["device"]} if "device" in given else {}
+    llm = {key: given[key] for key in ("base_url", "api_key_env") if key in given}
+    if "model" in given:
+        try:
+            spec = LLMConfig.from_spec(str(given["model"]))
+        except ValueError as e:
+            raise UsageError(f"{USER['model'].source}: model {given['model']!r}: {e}") from None
+        llm.update(model=spec.model, provider=spec.provider, path=spec.path)
+    return {**layer, "llm": llm} if llm else layer
+
+
 def existing_workspace(workspace: Path) -> Path:
     """`workspace`, which must already be one (a run to resume or report): a mistyped -w must not leave a new, empty
     workspace behind."""
@@ -84,6 +110,8 @@ def read_text(path: Path) -> str:
 
 def candidate_source(path: Path) -> str:
     """A candidate file's source."""
+    if path.is_dir():
+        raise UsageError(f"{path}: a directory, not a candidate file (eval-suite takes a directory of solutions)")
     if not path.is_file():
         raise UsageError(f"{path}: no such candidate file")
     return read_text(path)

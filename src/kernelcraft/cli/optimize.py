@@ -24,7 +24,7 @@ from ..search import (STRATEGIES, BranchOptions, EvolveOptions, OptimizeConfig, 
                       TemplateOptions, tasks_of, unsuited)
 from ..store import Store, fill_baselines
 from .app import app
-from .common import (DEFAULT_WORKSPACE, BaselinesOpt, LanguageOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
+from .common import (DEFAULT_WORKSPACE, BaselinesOpt, BaseUrlOpt, LanguageOpt, PriceOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
                      option_default, out, progress)
 from .run_config import MODEL_SPEC, llm_flags, new_config, resumed_config
 
@@ -100,12 +100,11 @@ def _run_summaries(run: RunReport) -> list[Summary]:
 
 
 def _failure(result: TaskResult, report: TaskReport | None) -> str | None:
-    """Why a task has no result, in one line: its own error, the judge's failure on its side, or its last failed attempt."""
+    """Why a task has no result, in one line: its own error or its last failed attempt (a task the judge never judged
+    says why in its result)."""
     if result.error:
         return result.error
-    if report is None:
-        return None
-    return report.not_judged and f"the judge failed on its side: {report.not_judged}" or report.last_failure
+    return None if report is None or report.not_judged else report.last_failure
 
 
 def print_optimize(result: RunResult, report: Path, run: RunReport) -> None:
@@ -120,7 +119,7 @@ def print_optimize(result: RunResult, report: Path, run: RunReport) -> None:
         if t.best is not None:
             best = Text(f"{t.best.speedup:.2f}x", style="green")
         elif task_report is not None and task_report.not_judged:
-            best = status_text("not judged")
+            best = status_text("not judged") + Text(f" ({task_report.not_judged})")
         else:
             best = status_text(t.error and "task error" or ("no correct candidate" if t.finished else "unfinished"))
         why = [failures.get(t.task.key) or ""] if any(failures.values()) else []
@@ -143,7 +142,7 @@ def optimize_cmd(
     target: Optional[str] = typer.Argument(None, help="A task file, a suite directory or KernelBench tree, 'examples', "
                                                       "'hgemm', or your own module as path/model.py:ClassName (with --inputs)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help=f"{MODEL_SPEC}."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="The endpoint, e.g. http://localhost:8000/v1."),
+    base_url: Optional[str] = BaseUrlOpt,
     inputs: Optional[str] = InputsOpt, init_inputs: Optional[str] = InitInputsOpt,
     sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"Search strategy: {', '.join(STRATEGIES)}"
@@ -175,7 +174,7 @@ def optimize_cmd(
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop the run after this many dollars."),
     budget_judge_calls: Optional[int] = typer.Option(None, "--budget-judge-calls", help="Stop the run after this many evaluations."),
     budget_wall_s: Optional[float] = typer.Option(None, "--budget-wall-s", help="Stop after this many seconds (of this invocation)."),
-    prices: list[str] = typer.Option([], "--price", help="MODEL=IN,OUT dollars per million tokens (repeatable; globs)."),
+    prices: list[str] = PriceOpt,
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Model calls in flight (default 8)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent judge evaluations (default: half the cores, at most 8)."),
     max_tokens: list[str] = typer.Option([], "--max-tokens", help="Longest reply: N, or MODEL=N per model (globs; "

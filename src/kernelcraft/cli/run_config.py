@@ -14,7 +14,7 @@ from ..search import RUN_KIND, OptimizeConfig, SearchConfig
 from ..settings import SettingsError, one_line, option_error, parse_assignment, read_toml, unknown_keys, with_value
 from ..store import Store
 from ..tasks import select_shapes
-from .common import UsageError, err
+from .common import UsageError, err, user_run_settings
 
 MODEL_SPEC = "NAME (OpenAI-compatible), anthropic:NAME, replay:FILE or batch:DIR[:NAME]"
 
@@ -74,16 +74,18 @@ def llm_flags(model: Optional[str], base_url: Optional[str], api_key_env: Option
 
 def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequence[str] = (),
                options: Mapping[str, str] = {}) -> OptimizeConfig:
-    """A new run's configuration: the run file's settings, then `flags` (dotted paths to the values given; None is
-    not given), then each `--set`: a dotted path or a field of OptimizeConfig, else a task's size constant. A bad
-    value is named by its option where it has one (`options`: dotted path to option)."""
-    data: dict[str, Any] = {}
+    """A new run's configuration: the config files' defaults (kernelcraft config show), the run file's settings, then
+    `flags` (dotted paths to the values given; None is not given), then each `--set`: a dotted path or a field of
+    OptimizeConfig, else a task's size constant. A bad value is named by its option where it has one (`options`:
+    dotted path to option)."""
+    data: dict[str, Any] = user_run_settings()
     if run_file is not None:
         try:
-            data = read_toml(run_file)
+            given = read_toml(run_file)
         except SettingsError as e:
             raise UsageError(str(e)) from None
-        _known(data, str(run_file))
+        _known(given, str(run_file))
+        data = _over(data, given)
     for key, value in flags.items():
         if value is not None:
             data = with_value(data, key.split("."), value)
@@ -99,6 +101,14 @@ def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequenc
             _known(with_value({}, path, value), f"--set {item!r}")
             data = with_value(data, path, value)
     return _validated(data, options)
+
+
+def _over(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top`'s settings over `base`'s, table by table."""
+    merged = dict(base)
+    for key, value in top.items():
+        merged[key] = _over(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
 
 
 def _known(data: dict[str, Any], where: str) -> None:

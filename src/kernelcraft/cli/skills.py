@@ -15,7 +15,7 @@ from ..search import Optimizer, Verification, tasks_of
 from ..skills import Skill, SkillFileError, SkillLibrary, read_skill_file
 from ..store import Store
 from .app import app
-from .common import ConfigOpt, DeviceOpt, JsonOpt, LanguageOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out
+from .common import ApiKeyEnvOpt, BaseUrlOpt, ConfigOpt, DeviceOpt, JsonOpt, LanguageOpt, PriceOpt, SetOpt, UsageError, WorkspaceOpt, err, judge_config, out
 from .run_config import llm_flags, new_config
 
 skills_app = typer.Typer(no_args_is_help=True, help="The skill library: list, show, add, remove, verify, export, import, diff.")
@@ -80,8 +80,8 @@ def skills_add(
     task: Optional[str] = typer.Option(None, "--task", help="Verify on this task before admitting (a task file or bundled name)."),
     trusted: bool = typer.Option(False, "--trusted", help="Admit without verification (a technique you vouch for)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="The model that regenerates the kernel for verification."),
-    base_url: Optional[str] = typer.Option(None, "--base-url"), api_key_env: Optional[str] = typer.Option(None, "--api-key-env"),
-    prices: list[str] = typer.Option([], "--price"), samples: int = typer.Option(1, "--samples", help="Regenerations per arm."),
+    base_url: Optional[str] = BaseUrlOpt, api_key_env: Optional[str] = ApiKeyEnvOpt,
+    prices: list[str] = PriceOpt, samples: int = typer.Option(1, "--samples", help="Regenerations per arm."),
     turns: int = typer.Option(1, "--turns", help="Turns per regeneration."), language: Optional[str] = LanguageOpt,
     device: str = DeviceOpt, workspace: Path = WorkspaceOpt, sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
 ) -> None:
@@ -107,9 +107,10 @@ def skills_add(
 def skills_verify(
     name: str = typer.Argument(..., help="A skill of the library."),
     task: str = typer.Option(..., "--task", help="The task to regenerate (a task file or bundled name)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m"), base_url: Optional[str] = typer.Option(None, "--base-url"),
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env"), prices: list[str] = typer.Option([], "--price"),
-    samples: int = typer.Option(1, "--samples"), turns: int = typer.Option(1, "--turns"),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="The model that regenerates the kernel."),
+    base_url: Optional[str] = BaseUrlOpt, api_key_env: Optional[str] = ApiKeyEnvOpt, prices: list[str] = PriceOpt,
+    samples: int = typer.Option(1, "--samples", help="Regenerations per arm."),
+    turns: int = typer.Option(1, "--turns", help="Turns per regeneration."),
     language: Optional[str] = LanguageOpt, device: str = DeviceOpt, workspace: Path = WorkspaceOpt,
     sets: list[str] = SetOpt, config_file: Optional[Path] = ConfigOpt,
 ) -> None:

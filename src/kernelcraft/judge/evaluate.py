@@ -42,6 +42,7 @@ from .stages import CandidateRun, StageFailed
 from .static import check_source
 from .timeouts import command_timeouts
 from .timing_stage import TimingStage
+from .toolchain import compilers
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 from .workers import SecretSeeds, WorkerSupply
 
@@ -273,4 +274,4 @@ class Judge(TimingStage):
     def _attach_reference(self, v: Verdict, ref: ReferenceData) -> None:
         if v.trusted_reference is None and ref.trusted_future.done() and ref.trusted_future.exception() is None:
             v.trusted_reference = ref.trusted
-        v.env = {**ref.env, "judge_version": JUDGE_VERSION, "device_index": self.device_index, **v.env}
+        v.env = {**ref.env, "judge_version": JUDGE_VERSION, "device_index": self.device_index, "compilers": compilers(), **v.env}

@@ -86,6 +86,7 @@ class _Host:
     description: DeviceDescription
     workers: int
     free: int
+    slot: int  # its place in the pool's hosts: the AffinityQueue's judge number
     alive: bool = True
 
 
@@ -144,7 +145,7 @@ class RayPool:
             self._shutdown()
             raise RayUnavailable(f"--ray: the judge hosts did not start: {type(e).__name__}: "
                                  f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
-        return [_Host(h, node, index, desc, n, n) for h, (node, index, desc, n) in zip(handles, infos)]
+        return [_Host(h, node, index, desc, n, n, slot) for slot, (h, (node, index, desc, n)) in enumerate(zip(handles, infos))]
 
     @property
     def description(self) -> DeviceDescription:
@@ -222,9 +223,9 @@ class RayPool:
 
     def _pick(self) -> tuple[_Host, Pending] | None:
         """A live host with a free worker, and its next job (under the lock)."""
-        for i, host in enumerate(self.hosts):
+        for host in self.hosts:
             if host.alive and host.free > 0 and len(self._queue):
-                item = self._queue.take(i)
+                item = self._queue.take(host.slot)
                 if item is not None:
                     return host, item
         return None
@@ -249,7 +250,7 @@ class RayPool:
         with self._cv:
             if isinstance(error, _host_lost(self._ray)):
                 host.alive = False
-                self._queue.forget(self.hosts.index(host))
+                self._queue.forget(host.slot)
             item.tries += 1
             if item.tries >= MAX_TRIES:
                 item.future.set_exception(RuntimeError(f"its judge host died {item.tries} times: {error}"))

@@ -159,7 +159,7 @@ class Verdict:
             counted = self.effective_speedup
             parts.append(f"{counted:.2f}x" + (f" (measured {self.speedup:.2f}x)" if counted != self.speedup else ""))
         if self.flags:
-            parts.append("flags " + ",".join(f.code for f in self.flags))
+            parts.append("flags " + ",".join(dict.fromkeys(f.code for f in self.flags)))
         line = ", ".join(parts)
         first = next((ln.strip() for ln in self.message.splitlines() if ln.strip()), "")
         return f"{line}: {first[:200]}" if first and not self.correct else line

@@ -4,6 +4,7 @@ Nothing here measures: every number is a verdict, an attempt or a model call the
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from ..judge import KernelProfile, Status, Verdict
 from ..search import OptimizeConfig, best_attempt
+from ..settings import to_toml
 from ..store import AttemptRow, LLMCallRow, RunRow, SkillCandidateRow, Store
 from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error_cause, summarize_per_device
 
@@ -58,6 +60,9 @@ class AttemptReport:
     created_at: float
     meta: dict[str, Any] = field(default_factory=dict)  # the strategy's note on this attempt
     kernels: KernelProfile | None = None  # the verdict's kernel profile, when one was taken
+    source: str | None = None  # the candidate judged (None: the reply held none)
+    reply: str | None = None  # the model's whole reply (None: a source the strategy wrote, or a failed call)
+    duplicate_of: tuple[int, int] | None = None  # (sample, turn) of the earlier attempt whose verdict this one reuses
 
     @property
     def correct(self) -> bool:
@@ -168,6 +173,22 @@ class RunReport:
     wall_s: float | None  # started to finished, or to the last attempt of an unfinished run
     skill_candidates: list[SkillCandidateRow] = field(default_factory=list)  # summarized skills and their admission
     other_devices: list[Summary] = field(default_factory=list)  # the run's other devices, summarized apart
+    workspace: str = ""
+    environment: dict[str, str] = field(default_factory=dict)  # what the verdicts ran with: torch, CUDA, compilers, device
+
+    @property
+    def resume_command(self) -> str:
+        return shlex.join(["kernelcraft", "optimize", "--resume", self.run.id, "-w", self.workspace])
+
+    @property
+    def settings_changed(self) -> str:
+        """The run's settings that differ from the defaults, as a run file's lines."""
+        return to_toml(self.config.model_dump(mode="json", exclude_defaults=True)) if self.config else ""
+
+    @property
+    def settings_file(self) -> str:
+        """Every setting of the run, as a run file: `kernelcraft optimize --config run.toml` runs it again."""
+        return to_toml(self.config.model_dump(mode="json")) if self.config else ""
 
     @property
     def finished(self) -> bool:
@@ -210,11 +231,22 @@ def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
     return points
 
 
-def _attempt(store: Store, row: AttemptRow) -> AttemptReport:
-    return AttemptReport(sample=row.sample, turn=row.turn, status=row.status, speedup=row.speedup, feedback=row.feedback,
-                         verdict_id=row.verdict_id, verdict=store.verdict(row.verdict_id) if row.verdict_id else None,
-                         llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta,
-                         kernels=store.kernel_profile(row.verdict_id) if row.verdict_id else None)
+def _attempts(store: Store, rows: list[AttemptRow]) -> list[AttemptReport]:
+    """A task's attempts, each with its source and reply, and marked where it reuses an earlier attempt's verdict (an
+    equal source, up to comments and whitespace, is judged once)."""
+    first: dict[int, tuple[int, int]] = {}
+    attempts = []
+    for row in sorted(rows, key=lambda r: r.created_at):
+        vid = row.verdict_id
+        earlier = first.setdefault(vid, (row.sample, row.turn)) if vid is not None else None
+        attempts.append(AttemptReport(
+            sample=row.sample, turn=row.turn, status=row.status, speedup=row.speedup, feedback=row.feedback, verdict_id=vid,
+            verdict=store.verdict(vid) if vid else None, llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta,
+            kernels=store.kernel_profile(vid) if vid else None, source=store.candidate_source(vid) if vid else None,
+            reply=store.llm_reply(row.llm_call_id) if row.llm_call_id is not None else None,
+            duplicate_of=earlier if earlier != (row.sample, row.turn) else None))
+    by_slot = {(a.sample, a.turn): a for a in attempts}
+    return [by_slot[(r.sample, r.turn)] for r in rows]
 
 
 def _baseline_ratios(store: Store, task_key: str, best: AttemptReport | None) -> dict[str, float]:
@@ -254,7 +286,7 @@ def load_run(store: Store, run_id: str) -> RunReport:
     calls = store.llm_calls(run_id=run_id)
     tasks = []
     for row in store.run_tasks(run_id):
-        attempts = [_attempt(store, a) for a in store.attempts(run_id, row.task_key)]
+        attempts = _attempts(store, store.attempts(run_id, row.task_key))
         best = best_attempt(attempts)
         tasks.append(TaskReport(
             key=row.task_key, name=row.name, level=row.level, finished=row.finished_at is not None, attempts=attempts,
@@ -270,4 +302,18 @@ def load_run(store: Store, run_id: str) -> RunReport:
     return RunReport(run=run, config=config, model=_model(config, calls), tasks=tasks,
                      summary=summaries[0], other_devices=summaries[1:], turns=turn_series(tasks),
                      usage=CallTotals.of(calls), wall_s=end - run.started_at if end is not None else None,
-                     skill_candidates=store.skill_candidates(run_id=run_id))
+                     skill_candidates=store.skill_candidates(run_id=run_id), workspace=str(store.workspace.resolve()),
+                     environment=_environment(tasks))
+
+
+_ENVIRONMENT = {"device_name": "device", "capability": "compute capability", "cuda": "CUDA", "torch": "torch",
+                "triton": "triton", "python": "python", "threads": "CPU threads", "judge_version": "judge"}
+
+
+def _environment(tasks: list[TaskReport]) -> dict[str, str]:
+    """What the run's first verdict ran with (every verdict of a run on one device shares it): device, versions,
+    compilers."""
+    env = next((a.verdict.env for t in tasks for a in t.attempts if a.verdict is not None and a.verdict.env), {})
+    shown = {label: str(env[key]) for key, label in _ENVIRONMENT.items() if env.get(key) not in (None, "")}
+    shown.update({f"compiler {name}": version for name, version in (env.get("compilers") or {}).items()})
+    return shown

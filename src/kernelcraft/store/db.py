@@ -4,6 +4,7 @@ that is killed loses nothing it had measured."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import sqlite3
@@ -125,8 +126,14 @@ class Store(JobTables, CallTables, SkillTables):
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except OSError as e:
+            if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise StoreError(f"workspace {self.workspace}: read-only, kernelcraft cannot write there ({e.strerror}): "
+                                 f"give -w a directory you can write") from None
             raise StoreError(f"workspace {self.workspace}: {e.strerror or e}") from None
         except sqlite3.DatabaseError as e:
+            if "readonly" in str(e):
+                raise StoreError(f"workspace {self.workspace}: read-only, kernelcraft cannot write {self.path.name} ({e}): "
+                                 f"give -w a directory you can write") from None
             raise StoreError(f"workspace {self.workspace}: {self.path.name}: {e}") from None
 
     @property

@@ -28,6 +28,8 @@ def resolve_task(spec: str | Path) -> Task:
     bundled = EXAMPLES_DIR / f"{name}.py"
     if "/" not in name and bundled.is_file():
         return load_task_file(bundled, key=f"{EXAMPLES_SUITE}/{name}", suite=EXAMPLES_SUITE)
+    if p.is_dir():
+        raise TaskError(f"{spec}: a directory, not a task file (eval-suite and optimize take a directory of tasks)")
     raise TaskError(f"{spec}: no such task file or bundled example")
 
 
