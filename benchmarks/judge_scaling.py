@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -53,8 +56,58 @@ def detail(side: str, r: Result) -> None:
     v = r.verdict
     DETAILS.append({"side": side, "job": r.job.tag, "started": r.started, "finished": r.finished,
                     "device_index": v.env.get("device_index") if v else None,
+                    "device_uuid": v.env.get("device_uuid") if v else None,
+                    "speedup": v.speedup if v else None,
                     "stages": {s.name: round(s.seconds, 3) for s in v.stages} if v else {},
+                    "stage_began_s": v.resources.get("stage_began_s") if v else None,
+                    "wall_s": v.resources.get("wall_s") if v else None,
                     "lock_wait_s": (v.stage("timing").details.get("lock_wait_s") if v and v.stage("timing") else None)})
+
+
+class Busy:
+    """The host's CPUs and each GPU, sampled each second while a side runs: the mean share of CPU time busy
+    (/proc/stat) and each GPU's mean utilisation (nvidia-smi), to tell which one a side waited on."""
+
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
+        self.gpu: dict[str, list[float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _cpu_times() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle and iowait
+        return sum(fields) - idle, sum(fields)
+
+    def _run(self) -> None:
+        busy0, total0 = self._cpu_times()
+        while not self._stop.wait(1.0):
+            busy1, total1 = self._cpu_times()
+            if total1 > total0:
+                self.cpu.append((busy1 - busy0) / (total1 - total0))
+            busy0, total0 = busy1, total1
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=5).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            for line in out.strip().splitlines():
+                index, util = (x.strip() for x in line.split(","))
+                self.gpu.setdefault(index, []).append(float(util))
+
+    def __enter__(self) -> "Busy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict:
+        mean = lambda xs: round(sum(xs) / len(xs), 3) if xs else None  # noqa: E731
+        return {"cpu_busy": mean(self.cpu), "cpu_busy_max": max(self.cpu, default=None),
+                "gpu_util": {i: mean([u / 100 for u in us]) for i, us in self.gpu.items()}}
 
 
 def outcome(r: Result) -> str:
@@ -67,13 +120,29 @@ def outcome(r: Result) -> str:
     return status
 
 
+BUSY: dict[str, dict] = {}  # each side's CPU and GPU use (Busy.summary)
+
+
 def timed(pool, jobs: list[Job], side: str) -> tuple[float, dict[str, str]]:  # noqa: ANN001 - any executor
     t0 = time.perf_counter()
     results = {}
-    for r in pool.map(jobs):
-        results[r.job.tag] = outcome(r)
-        detail(side, r)
+    with Busy() as busy:
+        for r in pool.map(jobs):
+            results[r.job.tag] = outcome(r)
+            detail(side, r)
+    BUSY[side] = busy.summary()
     return time.perf_counter() - t0, results
+
+
+def speedup_agreement(a: str, b: str) -> dict:
+    """How far the speedups side `b` measured lie from side `a`'s, candidate by candidate: the median and the
+    largest |log(b / a)| as a ratio. Judging on two GPUs at once must not move the numbers."""
+    first = {d["job"]: d["speedup"] for d in DETAILS if d["side"] == a and d["speedup"]}
+    ratios = sorted(abs(math.log(d["speedup"] / first[d["job"]])) for d in DETAILS
+                    if d["side"] == b and d["speedup"] and d["job"] in first)
+    if not ratios:
+        return {}
+    return {"candidates": len(ratios), "median_ratio": math.exp(statistics.median(ratios)), "max_ratio": math.exp(ratios[-1])}
 
 
 def local(jobs: list[Job], cache: Path, workers: int) -> dict:
@@ -85,6 +154,7 @@ def local(jobs: list[Job], cache: Path, workers: int) -> dict:
             wall, res = timed(pool, jobs, name)
         out[name] = {"wall_s": wall, "verdicts_per_min": len(jobs) / wall * 60, "results": res}
     out["scaling"] = out["2 GPUs"]["verdicts_per_min"] / out["1 GPU"]["verdicts_per_min"]
+    out["speedups_2_vs_1"] = speedup_agreement("1 GPU", "2 GPUs")
     return out
 
 
@@ -176,13 +246,14 @@ def main() -> None:
         ray_cache = cache / "service-ws" / "cache" if "service" in parts else cache / "ray"
         report["ray"] = guarded(lambda: ray_pool(jobs, ray_cache, args.workers, warm_up="service" not in parts))
     report["details"] = DETAILS
+    report["busy"] = BUSY
     (args.out / "judge_scaling.json").write_text(json.dumps(report, indent=1, default=str))
     report["messages"] = MESSAGES
     sides = {k: v for k, v in (("1 GPU", report.get("local", {}).get("1 GPU")),
                                ("2 GPUs", report.get("local", {}).get("2 GPUs")),
                                ("Ray, 2 GPUs", report.get("ray")), ("service, 2 GPUs", report.get("service"))) if v}
     reference = next(iter(sides.values()), {}).get("results", {})
-    print(f"\n{'side':<18}{'verdicts':>9}{'wall s':>9}{'verdicts/min':>14}  same statuses as the first")
+    print(f"\n{'side':<18}{'verdicts':>9}{'wall s':>9}{'verdicts/min':>14}{'CPU busy':>10}{'GPU util':>14}  same statuses as the first")
     for name, side in sides.items():
         if "error" in side:
             print(f"{name:<18}{side['error']}")
@@ -193,9 +264,16 @@ def main() -> None:
             same = all(status == reference.get(tag.rsplit("#", 1)[0], status) for tag, status in res.items())
             same = same and side.get("verdicts") == side.get("submissions")
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(Counter(res.values()).items()))
-        print(f"{name:<18}{len(res):>9}{side['wall_s']:>9.1f}{side['verdicts_per_min']:>14.1f}  {same} ({statuses})")
+        use = BUSY.get({"Ray, 2 GPUs": "ray", "service, 2 GPUs": "service"}.get(name, name), {})
+        cpu = f"{use['cpu_busy']:.0%}" if use.get("cpu_busy") is not None else "-"
+        gpu = "/".join(f"{u:.0%}" for u in use.get("gpu_util", {}).values() if u is not None) or "-"
+        print(f"{name:<18}{len(res):>9}{side['wall_s']:>9.1f}{side['verdicts_per_min']:>14.1f}{cpu:>10}{gpu:>14}  {same} ({statuses})")
     if "local" in report:
         print(f"scaling 2 GPUs / 1 GPU: {report['local']['scaling']:.2f}x (target >= 1.8x)")
+        agree = report["local"].get("speedups_2_vs_1") or {}
+        if agree:
+            print(f"speedups on 2 GPUs against 1 GPU, {agree['candidates']} candidates: median {agree['median_ratio']:.3f}x "
+                  f"apart, at most {agree['max_ratio']:.3f}x")
     if "service" in report and "submissions" in report["service"]:
         s = report["service"]
         print(f"service: {s['submissions']} submitted, {s['verdicts']} verdicts, lost {s['submissions'] - s['verdicts']}")

@@ -94,7 +94,7 @@ def _service(tmp_path: Path) -> BuildService:
 
 def _fake_builder(tries: list[float], seconds: float = 0.0):
     """A builder that leaves a shared object after `seconds`, as the real one does."""
-    def run(module, args, scratch, env, cache_dir, timeout):
+    def run(module, args, scratch, env, cache_dir, timeout, group, cpus):
         tries.append(time.monotonic())
         time.sleep(seconds)
         spec = json.loads((scratch / "spec.json").read_text())
@@ -152,7 +152,7 @@ def test_a_link_the_builder_leaves_is_not_followed(tmp_path: Path, monkeypatch: 
     secret = tmp_path / "secret"
     secret.write_text("the judge's own file")
 
-    def builder(module, args, scratch, env, cache_dir, timeout):
+    def builder(module, args, scratch, env, cache_dir, timeout, group, cpus):
         spec = json.loads((scratch / "spec.json").read_text())
         (Path(spec["build_directory"]) / f"{spec['name']}.so").symlink_to(secret)
         return 0, 0.1

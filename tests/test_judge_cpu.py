@@ -299,7 +299,7 @@ def test_only_a_compilers_diagnostics_are_kept_as_a_failed_build(tmp_path: Path,
     service = BuildService(tmp_path, "cpu", 0, 1, "")
     tries = []
 
-    def builder(module, args, scratch, env, cache_dir, timeout):  # torch's error, as the builder leaves it
+    def builder(module, args, scratch, env, cache_dir, timeout, group, cpus):  # torch's error, as the builder leaves it
         tries.append(args)
         (scratch / "error.txt").write_text(f"Error building extension 'kc_x':\n{log}")
         return 1, 0.1

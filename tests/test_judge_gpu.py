@@ -76,7 +76,7 @@ def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPo
 
 @pytest.mark.gpu
 def test_a_pool_over_two_gpus_judges_on_each(cache_dir: Path) -> None:
-    """`--gpus 2`: one pool, one judge per device; each verdict names the device that gave it."""
+    """`--gpus 0,1`: one pool, one judge per device; each verdict names the device that gave it."""
     import torch
 
     if torch.cuda.device_count() < 2:
@@ -87,3 +87,6 @@ def test_a_pool_over_two_gpus_judges_on_each(cache_dir: Path) -> None:
     verdicts = [r.verdict for r in results.values()]
     assert all(v is not None and v.status is Status.CORRECT for v in verdicts), [r.error for r in results.values()]
     assert {v.env["device_index"] for v in verdicts if v is not None} == {0, 1}
+    # and ran there: each index's workers on its own GPU (the worker reports the UUID of the GPU it runs on)
+    uuids = {v.env["device_index"]: v.env["device_uuid"] for v in verdicts if v is not None}
+    assert uuids == {i: str(torch.cuda.get_device_properties(i).uuid) for i in (0, 1)}

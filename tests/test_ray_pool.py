@@ -15,7 +15,7 @@ import pytest
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from kernelcraft.judge import Job, LocalPool, RayPool, RayUnavailable, Result, open_executor  # noqa: E402
+from kernelcraft.judge import Job, RayPool, RayUnavailable, Result, open_executor  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import resolve_task  # noqa: E402
 

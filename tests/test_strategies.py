@@ -15,7 +15,7 @@ from kernelcraft.search.evolve import Member, Population
 from kernelcraft.search.features import archive_cell
 
 from .fake_openai import FakeOpenAI
-from .scripted import FAST, SLOW, WRONG, fenced, restyled, role, turn
+from .scripted import FAST, SLOW, WRONG, fenced, restyled, role
 from .test_cli import FAST_RUN_TOML, kc
 
 TASK = "leaky_relu_clamp"

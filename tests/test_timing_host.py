@@ -61,6 +61,28 @@ def test_the_others_stop_while_one_is_timed_and_go_on_after(tmp_path: Path) -> N
         assert state(timed.proc.pid) != "T"
 
 
+def test_a_measurement_stops_only_its_own_devices_processes(tmp_path: Path) -> None:
+    """Another device's workers run on while one device times a candidate (they have CPUs of their own), and
+    one started meanwhile is not stopped: two GPUs judged 1.26x faster than one while every measurement
+    stopped both devices' work."""
+    with WorkerProcess("cpu", 0, tmp_path) as timed, WorkerProcess("cpu", 0, tmp_path) as mine, \
+            WorkerProcess("cpu", 1, tmp_path) as theirs:
+        assert timed.group == mine.group != theirs.group
+        with hold_still(timed):
+            assert stopped(mine.proc.pid)
+            with WorkerProcess("cpu", 1, tmp_path) as late:
+                assert not stopped(theirs.proc.pid, within_s=0.5) and not stopped(late.proc.pid, within_s=0.5)
+        assert not stopped(mine.proc.pid, within_s=0.5)
+
+
+def test_a_worker_runs_on_the_cpus_it_is_given_and_the_judge_keeps_its_own(tmp_path: Path) -> None:
+    before = os.sched_getaffinity(0)
+    one = frozenset({min(before)})
+    with WorkerProcess("cpu", 0, tmp_path, cpus=one) as w:
+        assert os.sched_getaffinity(w.proc.pid) == one  # from its first instruction: it inherits them
+    assert os.sched_getaffinity(0) == before
+
+
 def test_the_trusted_worker_runs_for_a_check_in_a_measurement_and_stops_again_after(tmp_path: Path) -> None:
     judge = Judge("cpu", cache_dir=tmp_path, config=FAST)
     timed, trusted = judge.workers.new(), judge.workers.new()

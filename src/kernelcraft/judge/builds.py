@@ -22,6 +22,7 @@ import torch.utils.cpp_extension as cpp_extension
 from .worker.buildcache import SET_BY_JUDGE, cache_key, kept_as_failed, machine_failed, trim_compiler_output
 from .publish import publish_build, publish_failure
 from .worker.buildstore import builds_dir, library_name, lookup, module_name
+from .device import device_key
 from .integrity import read_output
 from .locks import file_lock
 from .protocol import BuildRequest, Built, ProtocolError, decode_request
@@ -62,6 +63,7 @@ class BuildService:
     device_index: int
     build_jobs: int
     capability: str  # the device's compute capability, part of every key ("" on the CPU)
+    cpus: frozenset[int] | None = None  # the host CPUs its builders run on (None: all of the judge's)
 
     def answer(self, line: dict[str, Any], budget: BuildBudget) -> Built:
         """The reply to a worker's build request (a protocol.BuildRequest's line): ok once the key's build is
@@ -97,7 +99,7 @@ class BuildService:
             (scratch / "spec.json").write_text(json.dumps(spec))
             env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, self.build_jobs)
             code, build_s = run_untrusted("kernelcraft.judge.worker.builder", [str(scratch / "spec.json")], scratch, env,
-                                          self.cache_dir, budget.left)
+                                          self.cache_dir, budget.left, device_key(self.device, self.device_index), self.cpus)
             budget.spend(build_s)
             library = _left(scratch / "build", library_name(key), _LIBRARY_LIMIT) if code == 0 else None
             if library is None:

@@ -91,3 +91,34 @@ def cpu_features() -> str:
     vector = next((name for flag, name in _VECTOR.items() if flag in flags), "")
     parts = [fields.get("model name", ""), f"{os.cpu_count() or 1} cores", vector, "FMA" if "fma" in flags else ""]
     return ", ".join(p for p in parts if p)
+
+
+def visible_id(index: int) -> str:
+    """How a child process must name this process's CUDA device `index` in its CUDA_VISIBLE_DEVICES: the
+    index-th entry of this process's own (a Ray actor sees its GPU "1" as device 0; a scheduler may list
+    UUIDs), else the index itself."""
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [e.strip() for e in seen.split(",")] if seen else []
+    return entries[index] if index < len(entries) and entries[index] else str(index)
+
+
+def cpu_slices(count: int, cpus: set[int] | None = None, sysfs: Path = Path("/sys/devices/system/cpu")
+               ) -> list[frozenset[int]] | None:
+    """This process's CPUs (or `cpus`) in `count` disjoint slices of whole cores (a core's hyperthreads stay
+    together, neighbouring cores together, as `sysfs` describes them), one per device of a pool: a device's
+    untrusted processes run on its slice only, so one device's builds and start-ups never share a core with
+    another device's timed call. None where there are fewer than two cores a slice."""
+    allowed = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+    cores: dict[tuple[str, str], set[int]] = {}
+    for cpu in allowed:
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            key = ((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip())
+        except OSError:
+            key = ("", str(cpu))
+        cores.setdefault(key, set()).add(cpu)
+    ordered = sorted(cores.values(), key=min)
+    if count < 2 or len(ordered) < 2 * count:
+        return None
+    n = len(ordered)
+    return [frozenset().union(*ordered[i * n // count:(i + 1) * n // count]) for i in range(count)]

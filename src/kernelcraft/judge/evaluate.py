@@ -59,6 +59,18 @@ def _quiet(stage: str) -> None:
     """No progress display."""
 
 
+def _clocked(on_stage: Callable[[str], None], v: Verdict, t0: float) -> Callable[[str], None]:
+    """`on_stage`, also noting in the verdict when each stage began (seconds since the evaluation began, in
+    `resources["stage_began_s"]`): between them lie the waits no stage counts (a worker, the task's reference,
+    device memory, the device lock), where an evaluation's wall time goes when many run at once."""
+    began = v.resources.setdefault("stage_began_s", {})
+
+    def note(stage: str) -> None:
+        began[stage] = round(time.perf_counter() - t0, 3)
+        on_stage(stage)
+    return note
+
+
 def baseline_kind(side: str, scenario: str = "offline") -> str:
     """The name a baseline of `Judge.baseline` is stored under: eager, eager_default, compile_default or
     tunableop, with "@server" for the server scenario."""
@@ -87,7 +99,9 @@ class Judge(TimingStage):
 
     def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
                  device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 1 << 30,
-                 reference_workers: int = 4, spare_workers: int = 0) -> None:
+                 reference_workers: int = 4, spare_workers: int = 0, cpus: frozenset[int] | None = None) -> None:
+        """`cpus`: the host CPUs its untrusted processes run on (a pool's slice for this device,
+        device.cpu_slices); None: all of this process's."""
         check_device(device)
         self.device = device
         self.device_index = device_index
@@ -102,7 +116,7 @@ class Judge(TimingStage):
                                  init=rng.randrange(1, 2**31))
         self.memory = MemoryBudget(memory_budget(device, device_index))
         self.workers = WorkerSupply(device, device_index, self.cache_dir, self.build_jobs, self.seeds.init,
-                                    lambda: self.builds.capability, spare_workers)
+                                    lambda: self.builds.capability, spare_workers, cpus)
         self.references = ReferenceCache(self.workers, self.memory, self.config, self.seeds, reference_cache_bytes,
                                          reference_workers)
         self.device_ceilings = CeilingsCache(self.cache_dir, self._device_key, self._measure_ceilings)
@@ -112,7 +126,7 @@ class Judge(TimingStage):
     def builds(self) -> BuildService:
         """Builds the candidates' extensions (first asked: a CUDA device's capability starts CUDA here)."""
         return BuildService(self.cache_dir, self.device, self.device_index, self.build_jobs,
-                            describe_device(self.device, self.device_index).capability)
+                            describe_device(self.device, self.device_index).capability, self.workers.cpus)
 
     def close(self) -> None:
         """Stop the spare workers and the tasks' trusted workers (evaluations in flight close their own)."""
@@ -199,7 +213,7 @@ class Judge(TimingStage):
             if self_check:
                 v.env["self_check"] = True
             try:
-                self._attempt(task, source, cfg, v, report.kernel_names, alone, self_check, on_stage)
+                self._attempt(task, source, cfg, v, report.kernel_names, alone, self_check, _clocked(on_stage, v, t0))
                 break
             except JudgeFault as f:
                 faults.append(str(f))

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator
 
 from .affinity import AffinityQueue, Pending
 from .config import JudgeConfig
-from .device import DeviceDescription, describe_device
+from .device import DeviceDescription, cpu_slices, describe_device
 from .evaluate import Judge
 from .executor import Job, Result, judged_map, run_job
 from .sandbox import kill_all_workers
@@ -32,8 +32,11 @@ class LocalPool:
         self.device_indices = indices
         self.workers = per_device * len(indices)
         build_jobs = max(1, (os.cpu_count() or 1) // self.workers)
+        # Each GPU's untrusted processes on host CPUs of its own: a measurement stops only its own device's
+        # (sandbox.hold_still), and the others' must not share a core with the timed call.
+        slices = cpu_slices(len(indices)) if device == "cuda" else None
         self.judges = [Judge(device, cache_dir=cache_dir, config=config, device_index=i, build_jobs=build_jobs,
-                             spare_workers=per_device) for i in indices]
+                             spare_workers=per_device, cpus=slices[n] if slices else None) for n, i in enumerate(indices)]
         self._queue = AffinityQueue()
         self._cv = threading.Condition()
         self._closed = False

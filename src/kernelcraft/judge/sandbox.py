@@ -9,8 +9,11 @@ is killed whole on a timeout and when the worker is closed. Answers come on a pr
 carrying a nonce the candidate never sees in its output, so nothing the candidate prints can pose as
 the judge.
 
-While one worker is timed (`hold_still`), every other worker and builder of this process is stopped,
-with the compilers it runs: a neighbour's build or start-up slows a short call's host part several times over.
+While one worker is timed (`hold_still`), every other worker and builder of its device is stopped, with
+the compilers it runs: a neighbour's build or start-up slows a short call's host part several times over.
+Another device's processes run on: a pool of several devices gives each its own host CPUs
+(device.cpu_slices), so they never share a core with the timed call, and one device's measurement no
+longer stops every other device's work (two GPUs judged 1.26x faster than one while it did).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any, Iterator
 
 import kernelcraft
 
+from .device import visible_id
 from .integrity import make_dir
 from .isolation import command, hand_over, policy, warn_if_incomplete
 
@@ -39,7 +43,7 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD
 _PR_SET_CHILD_SUBREAPER = 36
 _SUBREAPER = False  # set once this process is the subreaper of its workers' orphans
 _LIVE: set["ProcessGroup"] = set()  # workers (and builders) not yet closed, so an interrupted run can kill them all
-_TIMED: set["ProcessGroup"] = set()  # workers being timed now: every other live worker or builder is stopped
+_TIMED: set["ProcessGroup"] = set()  # workers being timed now: every other live worker or builder of their device is stopped
 _LIVE_LOCK = threading.Lock()
 
 
@@ -61,31 +65,43 @@ def live_worker_pids() -> set[int]:
         return {w.proc.pid for w in _LIVE}
 
 
+def _timed(group: str) -> bool:
+    """Under _LIVE_LOCK: whether a worker of the device `group` is being timed now."""
+    return any(t.group == group for t in _TIMED)
+
+
+def _continue(group: str) -> None:
+    """Under _LIVE_LOCK: every live process of the device `group` goes on."""
+    for w in _LIVE:
+        if w.group == group:
+            w._cont()
+
+
 @contextmanager
 def hold_still(timed: "ProcessGroup") -> Iterator[None]:
-    """While `timed` is measured, stop every other live worker's process group (SIGSTOP: their
-    builds, compilers and start-ups wait) and continue them when no worker is timed any more.
-    Their call timeouts do not count the stopped time. Workers of other devices' judges in this
-    process stop too; one being timed itself runs on."""
+    """While `timed` is measured, stop every other live worker's process group of its device (SIGSTOP:
+    their builds, compilers and start-ups wait) and continue them when none of that device is timed any
+    more. Their call timeouts do not count the stopped time. Another device's processes run on, on their
+    own CPUs (device.cpu_slices); one being timed itself runs on."""
     with _LIVE_LOCK:
         _TIMED.add(timed)
         timed._cont()
         for w in _LIVE - _TIMED:
-            w._stop()
+            if w.group == timed.group:
+                w._stop()
     try:
         yield
     finally:
         with _LIVE_LOCK:
             _TIMED.discard(timed)
-            if not _TIMED:
-                for w in _LIVE:
-                    w._cont()
+            if not _timed(timed.group):
+                _continue(timed.group)
 
 
 @contextmanager
 def awake(w: "ProcessGroup") -> Iterator[None]:
     """`w` runs while a measurement holds the others still (the trusted worker, for a spot check the
-    timed worker waits on), and is stopped again after if a measurement still does."""
+    timed worker waits on), and is stopped again after if a measurement of its device still does."""
     with _LIVE_LOCK:
         added = w not in _TIMED
         _TIMED.add(w)
@@ -96,11 +112,10 @@ def awake(w: "ProcessGroup") -> Iterator[None]:
         with _LIVE_LOCK:
             if added:
                 _TIMED.discard(w)
-                if _TIMED:
+                if _timed(w.group):
                     w._stop()
-                else:  # every measurement ended meanwhile: all go on, as hold_still leaves them
-                    for other in _LIVE:
-                        other._cont()
+                else:  # every measurement of its device ended meanwhile: all go on, as hold_still leaves them
+                    _continue(w.group)
 
 
 def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path, build_jobs: int) -> dict[str, str]:
@@ -113,7 +128,7 @@ def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path,
         HOME=str(scratch), TMPDIR=str(scratch), PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
         PYTHONPATH=src_root, MAX_JOBS=str(build_jobs),
         TORCH_EXTENSIONS_DIR=str(scratch / "torch_extensions"), TRITON_CACHE_DIR=str(scratch / "triton"),
-        CUDA_VISIBLE_DEVICES=str(device_index) if device == "cuda" else "",
+        CUDA_VISIBLE_DEVICES=visible_id(device_index) if device == "cuda" else "",
     )
     if device == "cpu":
         # OpenMP runtimes read these as they load (torch's at the worker's start, before its config is
@@ -136,16 +151,26 @@ def make_scratch(cache_dir: Path, prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
 
 
-def launch(argv: list[str], scratch: Path, env: dict[str, str], **popen: Any) -> subprocess.Popen:
+def launch(argv: list[str], scratch: Path, env: dict[str, str], cpus: frozenset[int] | None = None,
+           **popen: Any) -> subprocess.Popen:
     """Start a process of the judge's in `scratch` with `env` (scrubbed_env), in its own process group
     (Ctrl-C in the terminal does not reach it, a kill reaches all it started) in the judge's session:
     should the judge die while the group is stopped, the kernel continues and hangs up the orphaned
-    group, which stopped sessions never get."""
-    return subprocess.Popen(argv, cwd=scratch, env=env, process_group=0, **popen)
+    group, which stopped sessions never get. `cpus`: the host CPUs it (and all it starts) may run on."""
+    if cpus is None or not hasattr(os, "sched_setaffinity"):
+        return subprocess.Popen(argv, cwd=scratch, env=env, process_group=0, **popen)
+    # A child takes the CPUs of the thread that starts it (pid 0 is the calling thread), and everything it
+    # starts takes its own: no window where the process runs elsewhere first.
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        return subprocess.Popen(argv, cwd=scratch, env=env, process_group=0, **popen)
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
-                    pid_namespace: bool = True, **popen: Any) -> subprocess.Popen:
+                    pid_namespace: bool = True, cpus: frozenset[int] | None = None, **popen: Any) -> subprocess.Popen:
     """Start an untrusted process, `python -m module args` as it were: a worker, or a builder compiling
     a candidate's extension. The one place every such process starts, confined (isolation.py): it
     writes only `scratch`, which becomes its user's, and reads of the judge's cache only the
@@ -158,7 +183,7 @@ def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, 
     builds = make_dir(cache_dir / "builds")
     argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds,), pid_namespace=pid_namespace),
                                  pid_namespace)
-    return launch(argv, scratch, {**env, **confined_env}, **popen)
+    return launch(argv, scratch, {**env, **confined_env}, cpus, **popen)
 
 
 def _become_subreaper() -> None:
@@ -207,15 +232,17 @@ class ProcessGroup:
     """An untrusted process's group, live until `forget`: stopped while another worker is timed
     (hold_still), killed whole by `kill` and when the judge exits."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, group: str) -> None:
+        """`group`: the device the process works for (device.device_key): a measurement on it stops the group."""
         self.proc = proc
+        self.group = group
         self._killed = False  # by the judge: any other SIGKILL came from outside (the kernel, out of memory)
         self._stopped_at: float | None = None
         self._stopped_s = 0.0
         self._worker_pid: int | None = None
         with _LIVE_LOCK:
             _LIVE.add(self)
-            if _TIMED:  # started while another worker is timed: it waits like the others
+            if _timed(group):  # started while another worker of its device is timed: it waits like the others
                 self._stop()
 
     @property
@@ -280,24 +307,25 @@ class ProcessGroup:
 
 
 def run_untrusted(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
-                  timeout: float) -> tuple[int | None, float]:
+                  timeout: float, group: str, cpus: frozenset[int] | None = None) -> tuple[int | None, float]:
     """Run an untrusted command to its end (a builder): its exit code (None when it ran past `timeout`
     seconds) and the seconds it ran, neither counting the time it was stopped while a worker was timed.
-    Its output goes to `scratch`/output.log; whatever it started is killed with it."""
+    Its output goes to `scratch`/output.log; whatever it started is killed with it. `group` and `cpus`:
+    the device it works for and the host CPUs it runs on (ProcessGroup, launch)."""
     started = time.monotonic()
     with open(scratch / "output.log", "wb") as log:
-        group = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT))
+        running = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, cpus=cpus, stdin=subprocess.DEVNULL,
+                                               stdout=log, stderr=subprocess.STDOUT), group)
     try:
         while True:
-            ran = time.monotonic() - started - group.stopped_s()
+            ran = time.monotonic() - started - running.stopped_s()
             if ran >= timeout:
                 return None, ran
             try:
-                code = group.proc.wait(timeout=min(timeout - ran, 1.0))
-                return code, time.monotonic() - started - group.stopped_s()
+                code = running.proc.wait(timeout=min(timeout - ran, 1.0))
+                return code, time.monotonic() - started - running.stopped_s()
             except subprocess.TimeoutExpired:
                 continue
     finally:
-        group.kill()
-        group.forget()
+        running.kill()
+        running.forget()

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from .device import device_key
 from .protocol import Command, Exit, ProtocolError, Reply, Setup, decode_answer, encode
 from .sandbox import ProcessGroup, kill_leftovers, launch_confined, make_scratch, scrubbed_env
 
@@ -53,9 +54,9 @@ class WorkerProcess(ProcessGroup):
     """A sandboxed worker; use as a context manager so its process group always dies."""
 
     def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1,
-                 pid_namespace: bool | None = None) -> None:
+                 pid_namespace: bool | None = None, cpus: frozenset[int] | None = None) -> None:
         """`pid_namespace`: whether the worker gets a PID namespace of its own; by default on the CPU only
-        (isolation.command says why)."""
+        (isolation.command says why). `cpus`: the host CPUs it runs on (None: all of the judge's)."""
         self.scratch = make_scratch(cache_dir, "w-")
         self.nonce = secrets.token_hex(16)
         self.started = time.perf_counter()
@@ -70,13 +71,13 @@ class WorkerProcess(ProcessGroup):
             self.scratch, scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), cache_dir,
             pid_namespace=device != "cuda" if pid_namespace is None else pid_namespace,
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd, child_socket.fileno(), self.memfd),
+            pass_fds=(write_fd, child_socket.fileno(), self.memfd), cpus=cpus,
         )
         os.close(write_fd)
         child_socket.close()
         self._fd = read_fd
         self._buf = b""
-        super().__init__(proc)
+        super().__init__(proc, device_key(device, device_index))
 
     def __enter__(self) -> "WorkerProcess":
         return self

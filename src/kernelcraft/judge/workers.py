@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 
 from ..tasks import Task
 from .config import JudgeConfig
+from .device import device_key
 from .locks import device_lock
 from .protocol import Command, Failure, Setup, SetupDone, TimeReference
 from .reference import JudgeFault, TaskRunError
@@ -37,8 +38,9 @@ class WorkerSupply:
     each is a fresh process that has run nothing yet."""
 
     def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int, init_seed: int,
-                 capability: Callable[[], str], spare_workers: int = 0) -> None:
+                 capability: Callable[[], str], spare_workers: int = 0, cpus: frozenset[int] | None = None) -> None:
         self.device = device
+        self.cpus = cpus  # the host CPUs its workers run on (None: all of the judge's)
         self.device_index = device_index
         self.cache_dir = cache_dir
         self.build_jobs = build_jobs
@@ -58,7 +60,7 @@ class WorkerSupply:
 
     def new(self) -> WorkerProcess:
         try:
-            return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs)
+            return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs, cpus=self.cpus)
         except OSError as e:  # no room for its directory, no process or file descriptor left
             raise JudgeFault(f"a worker could not be started: {e}") from None
 
@@ -79,7 +81,13 @@ class WorkerSupply:
         # The task's model is made on the device: shared device work, held here since no worker may
         # reach the lock files (a candidate's daemon held them and every evaluation waited).
         with self.device_lock(shared=True) if self.device == "cuda" else nullcontext():
-            return w.call(cmd, timeout=config.timeouts.setup)
+            a = w.call(cmd, timeout=config.timeouts.setup)
+        # The device whose lock it holds, or its measurements would overlap another device's work unseen.
+        uuid = a.env.get("device_uuid") if isinstance(a, SetupDone) else None
+        if uuid is not None and f"cuda-{uuid}" != device_key(self.device, self.device_index):
+            return Failure("judge_error", f"the worker runs on GPU {uuid}, not on the judge's device "
+                                          f"{device_key(self.device, self.device_index)} (CUDA_VISIBLE_DEVICES?)")
+        return a
 
     def device_lock(self, shared: bool = False) -> AbstractContextManager[None]:
         """The device lock: exclusive while timing and profiling, `shared` for the judge's other work on

@@ -103,7 +103,7 @@ class WorkerState:
         if self.device_kind == "cuda":
             p = torch.cuda.get_device_properties(0)
             env.update(device_name=p.name, capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
-                       memory_gb=round(p.total_memory / 2**30, 1), cuda=torch.version.cuda)
+                       memory_gb=round(p.total_memory / 2**30, 1), cuda=torch.version.cuda, device_uuid=str(p.uuid))
         else:
             import platform
             env.update(device_name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
