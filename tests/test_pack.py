@@ -397,6 +397,37 @@ def test_a_kernel_that_slowed_the_reference_counts_its_speedup_over_the_referenc
     assert second.kernel_ms == pytest.approx(1 / 3)
 
 
+def test_a_pack_takes_each_shapes_best_kernel_from_any_run_and_names_its_source(tmp_path: Path) -> None:
+    """A search's kernels and an imported set's (judged by eval-suite: verdicts, no attempts) in one pack."""
+    a, b, c = hgemm_task(Shape(64, 64, 32)), hgemm_task(Shape(128, 64, 32)), hgemm_task(Shape(256, 64, 32))
+    imported = "KERNEL_ORIGIN = {'set': 'cuda-l2', 'file': 'kernels/h100_F32F16F16F32/128_64_32.cu', 'license': 'MIT'}\n"
+    with Store(tmp_path / "ws") as store:
+        search = store.start_run("optimize", {})
+        store.add_run_tasks(search, [a, b])
+        ours_a = _record(store, search, a, "# ours, 64\n", 1.5)
+        _record(store, search, b, "# ours, 128\n", 1.1)
+        suite = store.start_run("eval-suite", {"suite": "hgemm"})
+        theirs_b = _record_verdict(store, suite, b, imported, 1.4)
+        _record_verdict(store, suite, c, imported.replace("128_64_32", "256_64_32"), 0.8)
+        m = build_pack(store, [search, suite], tmp_path / "p")
+    first, second = m.entries
+    assert (first.shape, first.verdict_id, first.run_id, first.source, first.license) == ((64, 64, 32), ours_a, search, "kernelcraft", "")
+    assert (second.shape, second.verdict_id, second.run_id, second.source, second.license, second.origin) == \
+        ((128, 64, 32), theirs_b, suite, "cuda-l2", "MIT", "kernels/h100_F32F16F16F32/128_64_32.cu")
+    assert m.runs == [search, suite] and m.run_id == search
+    assert m.left_out == {"hgemm/256x64x32": "best kernel 0.80x is not above 1.00x (torch.matmul serves it)"}
+    assert read_manifest(tmp_path / "p") == m
+    assert f"runs {search}, {suite}" in (tmp_path / "p" / "README.txt").read_text()
+
+
+def _record_verdict(store: Store, run_id: str, task: Any, source: str, speedup: float) -> int:
+    """A correct verdict as eval-suite records one: no attempt."""
+    v = Verdict(status=Status.CORRECT, task=task.key, device="cpu", speedup=speedup, significant=True,
+                reference=TimingStats.of([1.0]), candidate=TimingStats.of([1.0 / speedup]), candidate_hash=source,
+                env={"device_name": "cpu-x", "torch": "2.x", "triton": "3.x"})
+    return store.record_verdict(task, source, v, run_id=run_id)
+
+
 @pytest.fixture(scope="module")
 def gemm_run(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> Iterator[tuple[Path, str, Path]]:
     """An optimize run of two hgemm shapes on CPU, a scripted model answering HGEMM_CPU, and its pack

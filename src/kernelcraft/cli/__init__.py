@@ -1,6 +1,7 @@
 """The `kernelcraft` command (typer): parse, call, print. Logic lives in the packages."""
 
 from . import config as _config  # noqa: F401  (adds the `config` commands)
+from . import imports as _imports  # noqa: F401  (adds the `import-kernels` command)
 from . import optimize as _optimize  # noqa: F401  (adds the `optimize` command)
 from . import pack as _pack  # noqa: F401  (adds the `pack` commands)
 from . import profile as _profile  # noqa: F401  (adds the `profile` command)

@@ -32,12 +32,14 @@ def _speedup(x: float | None) -> str:
 
 def _manifest_table(m: PackManifest) -> Table:
     table = Table(title=f"{len(m.entries)} kernels for {m.device_name} ({m.device}), torch {m.torch}, triton {m.triton or '-'}; "
-                        f"run {m.run_id}, built {m.created}", title_justify="left")
-    for col in ("shape", "kernel", "speedup", "server", "kernel ms", "torch.matmul ms", "verdict"):
+                        f"{'runs ' + ', '.join(m.runs) if len(m.runs) > 1 else 'run ' + m.run_id}, built {m.created}",
+                  title_justify="left")
+    for col in ("shape", "kernel", "speedup", "server", "kernel ms", "torch.matmul ms", "verdict", "source"):
         table.add_column(col, overflow="fold")
     for e in m.entries:
+        source = e.source + (f" ({e.license})" if e.license else "")
         table.add_row(e.name, e.kernel, _speedup(e.speedup), _speedup(e.speedup_server), f"{e.kernel_ms:.4g}",
-                      f"{e.reference_ms:.4g}", str(e.verdict_id))
+                      f"{e.reference_ms:.4g}", str(e.verdict_id), source)
     return table
 
 
@@ -51,7 +53,8 @@ def _print_manifest(m: PackManifest, as_json: bool) -> None:
 
 
 @pack_app.command("build")
-def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by optimize)."),
+def pack_build(run_ids: list[str] = typer.Argument(..., metavar="RUN...", help="The runs' ids (optimize's, or eval-suite's of "
+                                                     "imported kernels): per shape, the best kernel of any of them."),
                out_dir: Path = typer.Option(..., "--out", help="The pack's directory (new or empty)."),
                workspace: Path = WorkspaceOpt,
                min_speedup: float = typer.Option(1.0, "--min-speedup", help="Leave out shapes whose best kernel's "
@@ -59,14 +62,15 @@ def pack_build(run_id: str = typer.Argument(..., help="The run's id (printed by 
                compile_kernels: bool = typer.Option(False, "--compile", help="Build every kernel here (on the pack's device) and "
                                             "ship the libraries it compiles, so the pack loads without a compiler."),
                as_json: bool = JsonOpt) -> None:
-    """Write the run's best verified kernel per GEMM shape, a manifest and the loader into a directory."""
+    """Write the best verified kernel per GEMM shape of the runs (whoever wrote it), a manifest and the loader into a
+    directory; each entry names its run, its source and license."""
     if not (workspace / DB_NAME).is_file():
         raise UsageError(f"{workspace}: no kernelcraft workspace (no {DB_NAME})")
     if not (math.isfinite(min_speedup) and min_speedup >= 0):
         raise UsageError("--min-speedup must be a number, 0 or more")
     with Store(workspace) as store:
         try:
-            manifest = build_pack(store, run_id, out_dir, min_speedup=min_speedup, compile_kernels=compile_kernels)
+            manifest = build_pack(store, run_ids, out_dir, min_speedup=min_speedup, compile_kernels=compile_kernels)
         except PackError as e:
             raise UsageError(str(e)) from None
     _print_manifest(manifest, as_json)

@@ -35,6 +35,10 @@ class PackEntry:
     reference_ms: float
     speedup: float  # offline: reference_ms / kernel_ms
     speedup_server: float | None = None  # the server scenario's speedup where the verdict measured it (corrected as speedup is)
+    run_id: str = ""  # the run whose verdict it is
+    source: str = "kernelcraft"  # who wrote the kernel: kernelcraft's search, or the kernel set it was imported from
+    license: str = ""  # an imported kernel's license, as its set states it
+    origin: str = ""  # an imported kernel's file in its set
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -70,13 +74,14 @@ class PackManifest:
     capability: str  # CUDA compute capability "9.0"; "" on CPU
     torch: str
     triton: str  # "" when the judge's worker had no triton
-    run_id: str
+    run_id: str  # the first of `runs`
     created: str  # ISO 8601, UTC
     bandwidth_bytes_per_s: float  # the device's measured copy bandwidth; 0 when unknown (no padded dispatch then)
     entries: list[PackEntry]
     dtype: str = "float16"
     left_out: dict[str, str] = field(default_factory=dict)  # task key -> why the run has no kernel for it in the pack
     extensions: list[PackExtension] = field(default_factory=list)  # compiled libraries its kernels load instead of building
+    runs: list[str] = field(default_factory=list)  # every run its kernels were chosen from
     format: int = FORMAT
 
     def entry(self, m: int, n: int, k: int) -> PackEntry | None:

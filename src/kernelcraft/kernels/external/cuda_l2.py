@@ -1,0 +1,106 @@
+"""CUDA-L2's per-shape HGEMM kernels (github.com/deepreinforce-ai/CUDA-L2, MIT): one `M_N_K.cu` per shape, each
+defining `void NAME(torch::Tensor a, torch::Tensor b, torch::Tensor b_col_major, torch::Tensor c)` that writes
+A @ B into c. Their harness makes `b_col_major` (B's column-major copy) before its timer starts; the wrapper
+makes it in `forward`, so the judge times it as part of the kernel's work. Compiled with `load_inline` against
+CUTLASS's headers (the `cutlass` extra), for Hopper (sm_90a)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ...tasks.hgemm import Shape
+from ..gemm.cutlass import cutlass_include_dirs
+from .imported import ImportedKernel, ImportFailed, KernelSetImport
+from .render import template
+
+REPOSITORY = "https://github.com/deepreinforce-ai/CUDA-L2"
+_FILE = re.compile(r"^(\d+)_(\d+)_(\d+)\.cu$")
+_ENTRY = re.compile(r"\bvoid\s+([A-Za-z_]\w*)\s*\(\s*torch::Tensor\s+\w+\s*,\s*torch::Tensor\s+\w+\s*,"
+                    r"\s*torch::Tensor\s+\w+\s*,\s*torch::Tensor\s+\w+\s*\)\s*\{")
+# How a kernel names its accumulator, and which each gives: CuTe MMA atoms, PTX mma instructions, WMMA accumulator
+# fragments, CUTLASS's ElementAccumulator (the set is labelled "F32F16F16F32", 32-bit accumulation, yet some of its
+# kernels accumulate in 16 bits).
+_ACCUMULATORS = (
+    (re.compile(r"F16F16F16F16"), "fp16"), (re.compile(r"F32F16F16F32|SM90_64x\w*_F32F16F16"), "fp32"),
+    (re.compile(r"mma\.sync\.aligned\.\w+\.row\.col\.f16\.f16\.f16\.f16"), "fp16"),
+    (re.compile(r"mma\.sync\.aligned\.\w+\.row\.col\.f32\.f16\.f16\.f32"), "fp32"),
+    (re.compile(r"fragment<\s*(?:\w+::)*accumulator\s*,[^>]*\b(?:half|__half)\s*>"), "fp16"),
+    (re.compile(r"fragment<\s*(?:\w+::)*accumulator\s*,[^>]*\bfloat\s*>"), "fp32"),
+    (re.compile(r"(?:ElementAccumulator|AccumulatorType)\s*=\s*(?:cutlass::half_t|half|__half)\s*;"), "fp16"),
+    (re.compile(r"(?:ElementAccumulator|AccumulatorType)\s*=\s*float\s*;"), "fp32"),
+)
+# Their build's flags (tools/utils.py), for Hopper's sm_90a where CUTLASS's SM90 paths need it.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-DNDEBUG", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+              "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "--expt-relaxed-constexpr",
+              "--expt-extended-lambda", "--use_fast_math", "-gencode=arch=compute_90a,code=sm_90a"]
+
+
+def import_cuda_l2(path: Path, shapes: list[Shape] | None = None) -> KernelSetImport:
+    """The kernels under `path` (a folder such as `kernels/h100_F32F16F16F32`), wrapped; `shapes`: only these.
+    Raises ImportFailed when the folder holds no kernel, a kernel lacks its entry point, or CUTLASS's headers
+    are missing."""
+    found = {}
+    for f in sorted(path.iterdir()):
+        m = _FILE.match(f.name)
+        if m and f.is_file():
+            found[Shape(int(m[1]), int(m[2]), int(m[3]))] = f
+    if not found:
+        raise ImportFailed(f"{path}: no CUDA-L2 kernels here (files named M_N_K.cu, as in kernels/h100_F32F16F16F32)")
+    include = cutlass_include_dirs()
+    if include is None:
+        raise ImportFailed("CUDA-L2's kernels build against CUTLASS's headers: pip install 'kernelcraft[cutlass]', "
+                           "or set CUTLASS_PATH to a CUTLASS checkout")
+    asked = shapes if shapes is not None else list(found)
+    result = KernelSetImport(missing=[s for s in asked if s not in found])
+    root, provenance = _provenance(path)
+    for shape in asked:
+        if shape in found:
+            result.kernels.append(_wrap(shape, found[shape], include, root, provenance))
+    return result
+
+
+def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, provenance: dict[str, Any]) -> ImportedKernel:
+    cuda = file.read_text(errors="replace")
+    entry = _ENTRY.search(cuda)
+    if entry is None:
+        raise ImportFailed(f"{file}: no entry point void NAME(torch::Tensor a, torch::Tensor b, torch::Tensor b_col_major, "
+                           "torch::Tensor c) { ... }")
+    if '"""' in cuda:
+        raise ImportFailed(f"{file}: holds a triple quote, which the wrapper cannot carry")
+    relative = str(file.resolve().relative_to(root)) if root else file.name
+    origin = {"set": "cuda-l2", "file": relative, **provenance, "accumulator": accumulator(cuda),
+              "layout": "B's column-major copy made in forward (timed)"}
+    source = template("cuda_l2.py.j2").render(
+        shape=shape, origin=origin, origin_literal=repr(origin), entry=entry[1], cuda_source=cuda, include_dirs=repr(include),
+        nvcc_flags=repr(NVCC_FLAGS), module=f"kc_cuda_l2_{shape.m}_{shape.n}_{shape.k}")
+    return ImportedKernel(shape, file, source, origin)
+
+
+def accumulator(cuda: str) -> str:
+    """The accumulator a kernel's matrix instructions use, as its source names them ("fp16", "fp32", "fp16 + fp32"
+    where it names both), or "not named"."""
+    found = {label for pattern, label in _ACCUMULATORS if pattern.search(cuda)}
+    return " + ".join(sorted(found)) if found else "not named"
+
+
+def _provenance(path: Path) -> tuple[Path | None, dict[str, Any]]:
+    """The set's top folder, where its LICENSE lies (at `path` or up to three folders above; files are named
+    relative to it), and its repository, its license, and the commit of the checkout when that folder is one
+    (a git archive of the set has none; a folder inside another project's checkout is not the set's)."""
+    top = next((d for d in [path.resolve(), *path.resolve().parents][:4] if any(f.is_file() for f in d.glob("LICENSE*"))), None)
+    if top is None:
+        return None, {"repository": REPOSITORY, "commit": None, "license": "not found (CUDA-L2 publishes under MIT)"}
+    found = sorted(f for f in top.glob("LICENSE*") if f.is_file())[0]
+    text = found.read_text(errors="replace")[:2000]
+    license_name = "MIT" if "MIT License" in text or "Permission is hereby granted, free of charge" in text else f"see {found.name}"
+    commit = None
+    if (top / ".git").exists():
+        try:
+            commit = subprocess.run(["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip() or None
+        except (OSError, subprocess.TimeoutExpired):
+            commit = None
+    return top, {"repository": REPOSITORY, "commit": commit, "license": license_name}

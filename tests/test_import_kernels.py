@@ -1,0 +1,129 @@
+"""A published kernel set wrapped as candidates (`import-kernels`): a two-file fake of CUDA-L2's layout, written
+here. Each kernel becomes a module defining ModelNew for its shape, its origin and license in KERNEL_ORIGIN, the
+column-major copy of B made in forward; what the set lacks is counted, and bad input is one line. The real set is
+judged on the GPU (tests/test_import_kernels_gpu.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernelcraft.judge.static import check_source
+from kernelcraft.kernels.external import ImportFailed, import_kernel_set
+from kernelcraft.kernels.external.imported import origin_of
+from kernelcraft.tasks.hgemm import Shape
+
+from .test_cli import kc, one_line_error
+
+ENTRY = """
+#include <torch/extension.h>
+void cuda_l2_h100_fp32(torch::Tensor a, torch::Tensor b,
+                       torch::Tensor b_col_major, torch::Tensor c) {{
+  // {atom}
+  c.copy_(torch::matmul(a, b));
+}}
+"""
+MIT = "MIT License\n\nCopyright (c) 2025 someone\n\nPermission is hereby granted, free of charge, to any person..."
+
+
+def fake_set(root: Path) -> Path:
+    """CUDA-L2's layout: LICENSE.txt at the top, kernels/h100_F32F16F16F32/M_N_K.cu below."""
+    kernels = root / "kernels" / "h100_F32F16F16F32"
+    kernels.mkdir(parents=True)
+    (root / "LICENSE.txt").write_text(MIT)
+    (kernels / "64_128_256.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F16F16F16F16_TN;"))
+    (kernels / "128_128_128.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F32F16F16F32_TN;"))
+    (kernels / "README.md").write_text("not a kernel")
+    return kernels
+
+
+def test_each_kernel_becomes_a_candidate_that_names_its_origin(tmp_path: Path) -> None:
+    imported = import_kernel_set("cuda-l2", fake_set(tmp_path / "CUDA-L2"))
+    assert sorted(str(k.shape) for k in imported.kernels) == ["128x128x128", "64x128x256"] and imported.missing == []
+    by_shape = {str(k.shape): k for k in imported.kernels}
+    k = by_shape["64x128x256"]
+    assert k.task_key == "hgemm/64x128x256"
+    tree = ast.parse(k.source)
+    assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+    assert "cuda_l2_h100_fp32(a, b, b_col_major, c)" in k.source and "b.t().contiguous()" in k.source  # the copy is in forward
+    origin = origin_of(k.source)
+    assert origin == k.origin
+    assert origin["set"] == "cuda-l2" and origin["license"] == "MIT"
+    assert origin["file"] == "kernels/h100_F32F16F16F32/64_128_256.cu"
+    assert origin["accumulator"] == "fp16"  # an fp16-accumulating atom, whatever the folder's label says
+    assert by_shape["128x128x128"].origin["accumulator"] == "fp32"
+    assert check_source(k.source, enforce=True).ok  # what the judge will read first
+
+
+def test_shapes_the_set_lacks_are_counted_not_invented(tmp_path: Path) -> None:
+    imported = import_kernel_set("cuda-l2", fake_set(tmp_path), [Shape(64, 128, 256), Shape(32, 32, 32)])
+    assert [str(k.shape) for k in imported.kernels] == ["64x128x256"]
+    assert imported.missing == [Shape(32, 32, 32)]
+
+
+def test_a_kernel_without_its_entry_point_is_named(tmp_path: Path) -> None:
+    kernels = fake_set(tmp_path)
+    (kernels / "256_256_256.cu").write_text("__global__ void k() {}\n")
+    with pytest.raises(ImportFailed, match="256_256_256.cu: no entry point"):
+        import_kernel_set("cuda-l2", kernels)
+
+
+def test_import_kernels_writes_an_eval_suite_folder(tmp_path: Path) -> None:
+    kernels = fake_set(tmp_path / "CUDA-L2")
+    p = kc("import-kernels", "cuda-l2", str(kernels), "--out", str(tmp_path / "wrapped"), "--shapes", "64x128x256,8x8x8",
+           cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert sorted(f.name for f in (tmp_path / "wrapped").iterdir()) == ["64x128x256.py", "import.json"]
+    manifest = json.loads((tmp_path / "wrapped" / "import.json").read_text())
+    assert manifest["kernels"] == 1 and manifest["missing"] == ["8x8x8"]
+    assert manifest["origins"]["64x128x256"]["license"] == "MIT"
+    assert "1 shape(s) asked have no kernel in the set, skipped: 8x8x8" in p.stdout
+    assert "kernelcraft eval-suite hgemm" in p.stdout and "--shapes 64x128x256" in p.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["cuda-l2", "{empty}"], "no CUDA-L2 kernels here"),
+    (["cuda-l2", "{missing}"], "no such directory"),
+    (["cutlass-zoo", "{empty}"], "unknown kernel set 'cutlass-zoo'"),
+    (["cuda-l2", "{kernels}", "--shapes", "64by128"], "--shapes"),
+])
+def test_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "empty").mkdir()
+    paths = {"empty": tmp_path / "empty", "missing": tmp_path / "nowhere", "kernels": fake_set(tmp_path / "set")}
+    p = kc("import-kernels", *[a.format(**paths) for a in args], "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert message in one_line_error(p)
+
+
+def test_the_wrapper_is_the_kernel_file_verbatim(tmp_path: Path) -> None:
+    kernels = fake_set(tmp_path)
+    (k,) = import_kernel_set("cuda-l2", kernels, [Shape(128, 128, 128)]).kernels
+    namespace: dict[str, object] = {}
+    tree = ast.parse(k.source)
+    for node in tree.body:  # the module's constants, read without running it (it builds CUDA on import of ModelNew)
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "_CUDA":
+            namespace["_CUDA"] = ast.literal_eval(node.value)
+    assert namespace["_CUDA"] == "\n" + (kernels / "128_128_128.cu").read_text()
+
+
+def test_the_commit_of_a_checkout_is_recorded(tmp_path: Path) -> None:
+    root = tmp_path / "CUDA-L2"
+    kernels = fake_set(root)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "kernels"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (k, _) = import_kernel_set("cuda-l2", kernels).kernels
+    assert k.origin["commit"] == head and k.origin["file"].startswith("kernels/h100_F32F16F16F32/")
+
+
+def test_a_set_inside_another_projects_checkout_takes_no_commit_of_it(tmp_path: Path) -> None:
+    outer = tmp_path / "project"
+    kernels = fake_set(outer / "vendor" / "CUDA-L2")  # copied in, no checkout of its own
+    subprocess.run(["git", "-C", str(outer), "init", "-q"], check=True)
+    (k, _) = import_kernel_set("cuda-l2", kernels).kernels
+    assert k.origin["commit"] is None and k.origin["file"].startswith("kernels/h100_F32F16F16F32/")
