@@ -62,17 +62,21 @@ def test_the_others_stop_while_one_is_timed_and_go_on_after(tmp_path: Path) -> N
 
 
 def test_a_measurement_stops_only_its_own_devices_processes(tmp_path: Path) -> None:
-    """Another device's workers run on while one device times a candidate (they have CPUs of their own), and
+    """Another device's workers run on while one device times a candidate where each has CPUs of its own, and
     one started meanwhile is not stopped: two GPUs judged 1.26x faster than one while every measurement
-    stopped both devices' work."""
-    with WorkerProcess("cpu", 0, tmp_path) as timed, WorkerProcess("cpu", 0, tmp_path) as mine, \
-            WorkerProcess("cpu", 1, tmp_path) as theirs:
+    stopped both devices' work. Without CPUs of their own, every measurement stops them all."""
+    own = frozenset(os.sched_getaffinity(0))  # CPUs of their own (a pool's slices; here all, the rule is the same)
+    with WorkerProcess("cpu", 0, tmp_path, cpus=own) as timed, WorkerProcess("cpu", 0, tmp_path, cpus=own) as mine, \
+            WorkerProcess("cpu", 1, tmp_path, cpus=own) as theirs, WorkerProcess("cpu", 1, tmp_path) as unsliced:
         assert timed.group == mine.group != theirs.group
         with hold_still(timed):
             assert stopped(mine.proc.pid)
-            with WorkerProcess("cpu", 1, tmp_path) as late:
+            with WorkerProcess("cpu", 1, tmp_path, cpus=own) as late:
                 assert not stopped(theirs.proc.pid, within_s=0.5) and not stopped(late.proc.pid, within_s=0.5)
         assert not stopped(mine.proc.pid, within_s=0.5)
+        # a device's processes without CPUs of their own stop for every measurement of the judge
+        with WorkerProcess("cpu", 0, tmp_path) as unsliced_timed, hold_still(unsliced_timed):
+            assert stopped(unsliced.proc.pid)
 
 
 def test_a_worker_runs_on_the_cpus_it_is_given_and_the_judge_keeps_its_own(tmp_path: Path) -> None:

@@ -22,11 +22,10 @@ import torch.utils.cpp_extension as cpp_extension
 from .worker.buildcache import SET_BY_JUDGE, cache_key, kept_as_failed, machine_failed, trim_compiler_output
 from .publish import publish_build, publish_failure
 from .worker.buildstore import builds_dir, library_name, lookup, module_name
-from .device import device_key
 from .integrity import read_output
 from .locks import file_lock
 from .protocol import BuildRequest, Built, ProtocolError, decode_request
-from .sandbox import make_scratch, run_untrusted, scrubbed_env
+from .sandbox import hold_group, make_scratch, run_untrusted, scrubbed_env
 
 _ARGUMENTS = frozenset(inspect.signature(cpp_extension.load_inline).parameters) - SET_BY_JUDGE
 _LIBRARY_LIMIT = 1 << 30
@@ -99,7 +98,7 @@ class BuildService:
             (scratch / "spec.json").write_text(json.dumps(spec))
             env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, self.build_jobs)
             code, build_s = run_untrusted("kernelcraft.judge.worker.builder", [str(scratch / "spec.json")], scratch, env,
-                                          self.cache_dir, budget.left, device_key(self.device, self.device_index), self.cpus)
+                                          self.cache_dir, budget.left, hold_group(self.device, self.device_index, self.cpus), self.cpus)
             budget.spend(build_s)
             library = _left(scratch / "build", library_name(key), _LIBRARY_LIMIT) if code == 0 else None
             if library is None:

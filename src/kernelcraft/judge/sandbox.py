@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 import kernelcraft
 
-from .device import visible_id
+from .device import device_key, visible_id
 from .integrity import make_dir
 from .isolation import command, hand_over, policy, warn_if_incomplete
 
@@ -65,6 +65,13 @@ def live_worker_pids() -> set[int]:
         return {w.proc.pid for w in _LIVE}
 
 
+def hold_group(device: str, device_index: int, cpus: frozenset[int] | None) -> str:
+    """Which processes a measurement stops together (ProcessGroup.group): a device's own where its processes run
+    on host CPUs of their own (a pool's slice), else every process of this judge, whatever its device: without
+    CPUs of their own, another device's work would share a core with the timed call."""
+    return device_key(device, device_index) if cpus is not None else "host"
+
+
 def _timed(group: str) -> bool:
     """Under _LIVE_LOCK: whether a worker of the device `group` is being timed now."""
     return any(t.group == group for t in _TIMED)
@@ -81,8 +88,8 @@ def _continue(group: str) -> None:
 def hold_still(timed: "ProcessGroup") -> Iterator[None]:
     """While `timed` is measured, stop every other live worker's process group of its device (SIGSTOP:
     their builds, compilers and start-ups wait) and continue them when none of that device is timed any
-    more. Their call timeouts do not count the stopped time. Another device's processes run on, on their
-    own CPUs (device.cpu_slices); one being timed itself runs on."""
+    more. Their call timeouts do not count the stopped time. Another device's processes run on where
+    they have CPUs of their own (hold_group); one being timed itself runs on."""
     with _LIVE_LOCK:
         _TIMED.add(timed)
         timed._cont()
@@ -233,7 +240,7 @@ class ProcessGroup:
     (hold_still), killed whole by `kill` and when the judge exits."""
 
     def __init__(self, proc: subprocess.Popen, group: str) -> None:
-        """`group`: the device the process works for (device.device_key): a measurement on it stops the group."""
+        """`group`: the processes a measurement stops together (hold_group)."""
         self.proc = proc
         self.group = group
         self._killed = False  # by the judge: any other SIGKILL came from outside (the kernel, out of memory)

@@ -18,9 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .device import device_key
 from .protocol import Command, Exit, ProtocolError, Reply, Setup, decode_answer, encode
-from .sandbox import ProcessGroup, kill_leftovers, launch_confined, make_scratch, scrubbed_env
+from .sandbox import ProcessGroup, hold_group, kill_leftovers, launch_confined, make_scratch, scrubbed_env
 
 
 class WorkerTimeout(Exception):
@@ -77,7 +76,7 @@ class WorkerProcess(ProcessGroup):
         child_socket.close()
         self._fd = read_fd
         self._buf = b""
-        super().__init__(proc, device_key(device, device_index))
+        super().__init__(proc, hold_group(device, device_index, cpus))
 
     def __enter__(self) -> "WorkerProcess":
         return self
