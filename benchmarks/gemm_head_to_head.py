@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hgemm import SCENARIOS, ShapeRow, record_baselines, rows_of, summary, template_runs  # noqa: E402
+from hgemm import SCENARIOS, ShapeRow, record_baselines, rows_of, summary, template_runs, vs_tunableop  # noqa: E402
 
-from kernelcraft.judge import Job, Judge, JudgeConfig, LocalPool, Verdict, baseline_kind, describe_device  # noqa: E402
+from kernelcraft.judge import Job, Judge, JudgeConfig, LocalPool, Verdict, describe_device  # noqa: E402
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
@@ -138,10 +138,8 @@ def imported_rows(store: Store, run_id: str | None, device_name: str, shapes: li
             server = v.scenarios.get("server") if v.correct else None
             row["vs_matmul_server"] = server["speedup"] if server else None
             b = store.baselines(key, device_name)
-            for scenario, attr in (("offline", "vs_tunableop"), ("server", "vs_tunableop_server")):
-                eager, tuned = b.get(baseline_kind("reference", scenario)), b.get(baseline_kind("tunableop", scenario))
-                base = row["vs_matmul"] if scenario == "offline" else row["vs_matmul_server"]
-                row[attr] = base * tuned.median_ms / eager.median_ms if eager and tuned and base else None
+            row["vs_tunableop"] = vs_tunableop(b, "offline", row["vs_matmul"])
+            row["vs_tunableop_server"] = vs_tunableop(b, "server", row["vs_matmul_server"])
         rows.append(row)
     return rows
 

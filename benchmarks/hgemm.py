@@ -138,13 +138,17 @@ def rows_of(store: Store, run_id: str, device_name: str) -> tuple[list[ShapeRow]
             row.reused = best.verdict_id not in measured_here
             server = v.scenarios.get("server")
             row.vs_matmul_server = server["speedup"] if server else None
-            for scenario, attr in (("offline", "vs_tunableop"), ("server", "vs_tunableop_server")):
-                eager, tuned = b.get(baseline_kind("reference", scenario)), b.get(baseline_kind("tunableop", scenario))
-                base = row.vs_matmul if scenario == "offline" else row.vs_matmul_server
-                if eager and tuned and base:
-                    setattr(row, attr, base * tuned.median_ms / eager.median_ms)
+            row.vs_tunableop = vs_tunableop(b, "offline", row.vs_matmul)
+            row.vs_tunableop_server = vs_tunableop(b, "server", row.vs_matmul_server)
         rows.append(row)
     return rows, other
+
+
+def vs_tunableop(baselines: dict, scenario: str, vs_matmul: float | None) -> float | None:
+    """A kernel's speedup over TunableOp in `scenario`: its speedup over torch.matmul times TunableOp's time
+    over torch.matmul's (both from one trusted baseline run); None where a side is missing."""
+    eager, tuned = baselines.get(baseline_kind("reference", scenario)), baselines.get(baseline_kind("tunableop", scenario))
+    return vs_matmul * tuned.median_ms / eager.median_ms if eager and tuned and vs_matmul else None
 
 
 def reuse_counts(store: Store, run_id: str) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from ..kernels.external import ImportFailed, import_kernel_set, kernel_sets
+from ..kernels.external import ImportFailed, import_kernel_set
 from ..tasks import TaskError
 from ..tasks.hgemm import parse_shapes
 from .app import app
@@ -26,8 +26,6 @@ def import_kernels(kernel_set: str = typer.Argument(..., metavar="SET", help="Th
                    as_json: bool = JsonOpt) -> None:
     """Wrap each kernel of a published set as a candidate for its shape's task (hgemm/MxNxK), its origin and license in
     the source (KERNEL_ORIGIN), any layout change it needs made in forward (timed). Judge them with eval-suite."""
-    if kernel_set not in kernel_sets():
-        raise UsageError(f"unknown kernel set {kernel_set!r}: known are {', '.join(sorted(kernel_sets()))}")
     try:
         asked = parse_shapes(shapes) if shapes is not None else None
     except TaskError as e:

@@ -57,14 +57,19 @@ def gpu_indices(device: str, gpus: str | None) -> list[int]:
     return indices
 
 
+def gpu_uuid(device: str, index: int) -> str | None:
+    """The UUID of CUDA device `index` as torch writes it (a worker reports its own the same way), or None."""
+    if device == "cuda" and torch.cuda.is_available():
+        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+        return None if uuid is None else str(uuid)
+    return None
+
+
 def device_key(device: str, index: int) -> str:
     """A name for the physical device, the same in every process whatever CUDA_VISIBLE_DEVICES shows it as
     (a Ray actor sees its GPU as 0): the GPU's UUID, else the kind and index."""
-    if device == "cuda" and torch.cuda.is_available():
-        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-        if uuid is not None:
-            return f"cuda-{uuid}"
-    return f"{device}-{index}"
+    uuid = gpu_uuid(device, index)
+    return f"cuda-{uuid}" if uuid is not None else f"{device}-{index}"
 
 
 def describe_device(device: str, index: int = 0) -> DeviceDescription:
@@ -108,6 +113,8 @@ def cpu_slices(count: int, cpus: set[int] | None = None, sysfs: Path = Path("/sy
     together, neighbouring cores together, as `sysfs` describes them), one per device of a pool: a device's
     untrusted processes run on its slice only, so one device's builds and start-ups never share a core with
     another device's timed call. None where there are fewer than two cores a slice."""
+    if count < 2:
+        return None
     allowed = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
     cores: dict[tuple[str, str], set[int]] = {}
     for cpu in allowed:
@@ -118,7 +125,7 @@ def cpu_slices(count: int, cpus: set[int] | None = None, sysfs: Path = Path("/sy
             key = ("", str(cpu))
         cores.setdefault(key, set()).add(cpu)
     ordered = sorted(cores.values(), key=min)
-    if count < 2 or len(ordered) < 2 * count:
+    if len(ordered) < 2 * count:
         return None
     n = len(ordered)
     return [frozenset().union(*ordered[i * n // count:(i + 1) * n // count]) for i in range(count)]

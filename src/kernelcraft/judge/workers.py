@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 from ..tasks import Task
 from .config import JudgeConfig
-from .device import device_key
+from .device import gpu_uuid
 from .locks import device_lock
 from .protocol import Command, Failure, Setup, SetupDone, TimeReference
 from .reference import JudgeFault, TaskRunError
@@ -84,9 +84,10 @@ class WorkerSupply:
             a = w.call(cmd, timeout=config.timeouts.setup)
         # The device whose lock it holds, or its measurements would overlap another device's work unseen.
         uuid = a.env.get("device_uuid") if isinstance(a, SetupDone) else None
-        if uuid is not None and f"cuda-{uuid}" != device_key(self.device, self.device_index):
-            return Failure("judge_error", f"the worker runs on GPU {uuid}, not on the judge's device "
-                                          f"{device_key(self.device, self.device_index)} (CUDA_VISIBLE_DEVICES?)")
+        expected = gpu_uuid(self.device, self.device_index)
+        if uuid is not None and uuid != expected:
+            return Failure("judge_error", f"the worker runs on GPU {uuid}, not on the judge's device {expected} "
+                                          "(CUDA_VISIBLE_DEVICES?)")
         return a
 
     def device_lock(self, shared: bool = False) -> AbstractContextManager[None]:

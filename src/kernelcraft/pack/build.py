@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ..judge import Verdict, honest_speedup, overstatement
 from ..judge.verdict import DOUBTFUL_TIMING
-from ..search import SCREENING, OptimizeConfig
+from ..search import OptimizeConfig, ranked_attempts
 from ..store import AttemptRow, Store
 from ..tasks import Task, shape_of, task_from_source
 from ..kernels.external.imported import origin_of
@@ -123,9 +123,8 @@ def _choose(store: Store, candidates: list[tuple[int, float]]) -> tuple[_Choice 
 
 
 def _searched(attempts: list[AttemptRow]) -> list[tuple[int, float]]:
-    """A search's correct kernels of one task, earliest turn first; screening attempts are no task's result."""
-    return [(a.verdict_id, a.speedup) for a in sorted(attempts, key=lambda a: (a.turn, a.sample))
-            if a.status == "correct" and a.verdict_id and a.speedup is not None and not a.meta.get(SCREENING)]
+    """A search's correct kernels of one task, as the search ranks them (search.ranked_attempts)."""
+    return [(a.verdict_id, a.speedup) for a in ranked_attempts(attempts) if a.verdict_id]
 
 
 def _run_bests(store: Store, run_id: str) -> dict[str, tuple[_Choice | None, str]]:

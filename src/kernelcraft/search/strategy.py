@@ -388,10 +388,17 @@ A = TypeVar("A", bound=Scored)
 SCREENING = "screening"  # an attempt's note: judged with a short recipe to rank candidates, never a task's result
 
 
-def best_attempt(attempts: Iterable[A]) -> A | None:
-    """The correct attempt with the highest effective speedup, screening attempts left out; of equals,
-    the earliest turn."""
+def ranked_attempts(attempts: Iterable[A]) -> list[A]:
+    """The correct attempts, highest effective speedup first, screening attempts left out; of equals, the
+    earliest turn first."""
     correct = sorted((a for a in attempts if a.status == "correct" and a.speedup is not None and not a.meta.get(SCREENING)),
                      key=lambda a: (a.turn, a.sample))
-    return max(correct, key=lambda a: a.speedup, default=None)  # max keeps the first of equals
+    return sorted(correct, key=lambda a: -a.speedup)  # a stable sort keeps the earliest of equals first
+
+
+def best_attempt(attempts: Iterable[A]) -> A | None:
+    """The first of `ranked_attempts`: the correct attempt with the highest effective speedup; of equals,
+    the earliest turn."""
+    ranked = ranked_attempts(attempts)
+    return ranked[0] if ranked else None
 

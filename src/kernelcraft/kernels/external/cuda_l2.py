@@ -14,7 +14,7 @@ from typing import Any
 from ...tasks.hgemm import Shape
 from ..gemm.cutlass import cutlass_include_dirs
 from .imported import ImportedKernel, ImportFailed, KernelSetImport
-from .render import template
+from ..templates import package_template
 
 REPOSITORY = "https://github.com/deepreinforce-ai/CUDA-L2"
 _FILE = re.compile(r"^(\d+)_(\d+)_(\d+)\.cu$")
@@ -73,7 +73,7 @@ def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, prove
     relative = str(file.resolve().relative_to(root)) if root else file.name
     origin = {"set": "cuda-l2", "file": relative, **provenance, "accumulator": accumulator(cuda),
               "layout": "B's column-major copy made in forward (timed)"}
-    source = template("cuda_l2.py.j2").render(
+    source = package_template(__package__, "cuda_l2.py.j2").render(
         shape=shape, origin=origin, origin_literal=repr(origin), entry=entry[1], cuda_source=cuda, include_dirs=repr(include),
         nvcc_flags=repr(NVCC_FLAGS), module=f"kc_cuda_l2_{shape.m}_{shape.n}_{shape.k}")
     return ImportedKernel(shape, file, source, origin)

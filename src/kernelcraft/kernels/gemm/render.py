@@ -8,17 +8,16 @@ from functools import lru_cache
 
 import jinja2
 
+from ..templates import package_template
+
 
 class TemplateError(ValueError):
     """A configuration the template cannot render, or one the installed Triton cannot run."""
 
 
-@lru_cache(maxsize=None)
 def template(name: str) -> jinja2.Template:
-    """A kernel template of `kernels/gemm/templates` (undefined variables are errors, text kept as written)."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-    return env.get_template(name)
+    """A kernel template of `kernels/gemm/templates` (kernels.templates)."""
+    return package_template(__package__, name)
 
 
 @lru_cache(maxsize=None)
