@@ -51,6 +51,13 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_precompiled_headers(cache_dir: Path) -> None:
+    """Every judge of the run, in-process or a CLI's, shares the precompiled torch/extension.h of each set of
+    flags (judge/precompiled.py): most tests have a cache of their own, where each would make its own (a minute)."""
+    os.environ.setdefault("KERNELCRAFT_PCH_DIR", str(cache_dir / "pch"))
+
+
 @pytest.fixture(scope="session")
 def cpu_judge(cache_dir: Path) -> Judge:
     return Judge("cpu", cache_dir=cache_dir, config=FAST)

@@ -88,13 +88,19 @@ def test_a_published_failure_fails_again_at_once(tmp_path: Path) -> None:
     assert found.failure().startswith("main.cpp:2:3: error: expected ';'\n(this build failed the same way before")
 
 
+@pytest.fixture(autouse=True)
+def _no_header_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builders here are stand-ins: no precompiled header is made beside them (test_precompiled.py)."""
+    monkeypatch.setenv("KERNELCRAFT_PCH_DIR", "off")
+
+
 def _service(tmp_path: Path) -> BuildService:
     return BuildService(tmp_path, "cpu", 0, 1, "")
 
 
 def _fake_builder(tries: list[float], seconds: float = 0.0):
     """A builder that leaves a shared object after `seconds`, as the real one does."""
-    def run(module, args, scratch, env, cache_dir, timeout, group, cpus):
+    def run(module, args, scratch, env, cache_dir, timeout, group, cpus, read=()):
         tries.append(time.monotonic())
         time.sleep(seconds)
         spec = json.loads((scratch / "spec.json").read_text())
@@ -152,7 +158,7 @@ def test_a_link_the_builder_leaves_is_not_followed(tmp_path: Path, monkeypatch: 
     secret = tmp_path / "secret"
     secret.write_text("the judge's own file")
 
-    def builder(module, args, scratch, env, cache_dir, timeout, group, cpus):
+    def builder(module, args, scratch, env, cache_dir, timeout, group, cpus, read=()):
         spec = json.loads((scratch / "spec.json").read_text())
         (Path(spec["build_directory"]) / f"{spec['name']}.so").symlink_to(secret)
         return 0, 0.1

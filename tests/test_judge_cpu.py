@@ -299,12 +299,13 @@ def test_only_a_compilers_diagnostics_are_kept_as_a_failed_build(tmp_path: Path,
     service = BuildService(tmp_path, "cpu", 0, 1, "")
     tries = []
 
-    def builder(module, args, scratch, env, cache_dir, timeout, group, cpus):  # torch's error, as the builder leaves it
+    def builder(module, args, scratch, env, cache_dir, timeout, group, cpus, read=()):  # torch's error, as the builder leaves it
         tries.append(args)
         (scratch / "error.txt").write_text(f"Error building extension 'kc_x':\n{log}")
         return 1, 0.1
 
     monkeypatch.setattr(builds, "run_untrusted", builder)
+    monkeypatch.setenv("KERNELCRAFT_PCH_DIR", "off")  # no header compile beside the stand-in builder
     recorder = BuildRecorder(tmp_path, os.geteuid(), "", lambda module, functions: None,
                              lambda arguments: service.answer({"request": "build", "arguments": arguments}, BuildBudget(60.0)))
     for _ in range(2):
@@ -345,7 +346,7 @@ def test_a_pool_evaluates_on_spare_workers_and_stops_them_all(cache_dir: Path, s
         assert spares  # a spare is waiting for the next candidate
     assert [r.verdict.status for r in results] == [Status.CORRECT, Status.CORRECT]
     assert all(r.finished >= r.started > 0 for r in results)
-    assert live_worker_pids() == before  # closing the pool stopped its spares
+    assert live_worker_pids() <= before  # closing the pool stopped its spares (a header compile of before may end)
     for pid in spares:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -49,17 +49,24 @@ _CANDIDATES = {
 }
 
 
+# The test is about losing a node, not about timeouts: on a CI machine of two cores running two nodes' judges beside
+# other tests, a trivial call has stalled past the 10 s floor of the scaled timeouts (a 'timeout' verdict).
+_CONFIG = FAST.with_overrides({"timeouts": {"floor": 120.0}})
+
+
 def _jobs() -> list[Job]:
     jobs = []
     for name, sources in _CANDIDATES.items():
         task = resolve_task(name).with_sizes("cpu", _SIZES[name])
-        jobs += [Job(task, src, tag=f"{name}#{i}", config=FAST) for i, src in enumerate(sources)]
+        jobs += [Job(task, src, tag=f"{name}#{i}", config=_CONFIG) for i, src in enumerate(sources)]
     return jobs
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    # A killed node is found dead in about 3 s, not Ray's default 30 or more: the test waits for it.
+    fast_death = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": fast_death})
     c.add_node(num_cpus=1)
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False, include_dashboard=False)

@@ -24,11 +24,13 @@ from .publish import publish_build, publish_failure
 from .worker.buildstore import builds_dir, library_name, lookup, module_name
 from .integrity import read_output
 from .locks import file_lock
+from . import precompiled
 from .protocol import BuildRequest, Built, ProtocolError, decode_request
 from .sandbox import hold_group, make_scratch, run_untrusted, scrubbed_env
 
 _ARGUMENTS = frozenset(inspect.signature(cpp_extension.load_inline).parameters) - SET_BY_JUDGE
 _LIBRARY_LIMIT = 1 << 30
+_HEADER_TIMEOUT_S = 900.0
 _OUTPUT_LIMIT = 4 << 20
 
 
@@ -93,12 +95,14 @@ class BuildService:
         scratch = make_scratch(self.cache_dir, "b-")
         try:
             (scratch / "build").mkdir()
+            header = self._precompiled(arguments)
             spec = {"arguments": arguments, "name": module_name(key), "build_directory": str(scratch / "build"),
-                    "error": str(scratch / "error.txt")}
+                    "error": str(scratch / "error.txt"), "precompiled": str(header) if header else None}
             (scratch / "spec.json").write_text(json.dumps(spec))
             env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, self.build_jobs)
             code, build_s = run_untrusted("kernelcraft.judge.worker.builder", [str(scratch / "spec.json")], scratch, env,
-                                          self.cache_dir, budget.left, hold_group(self.device, self.device_index, self.cpus), self.cpus)
+                                          self.cache_dir, budget.left, self._group, self.cpus,
+                                          read=(header.parent.parent,) if header else ())
             budget.spend(build_s)
             library = _left(scratch / "build", library_name(key), _LIBRARY_LIMIT) if code == 0 else None
             if library is None:
@@ -107,6 +111,38 @@ class BuildService:
             return Built(True)
         except OSError as e:  # no room for the scratch directory or the published build, no process left: the machine's
             return Built(False, f"the judge could not build the extension: {e}", machine_fault=True)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    @property
+    def _group(self) -> str:
+        return hold_group(self.device, self.device_index, self.cpus)
+
+    def _precompiled(self, arguments: dict[str, Any]) -> Path | None:
+        """The precompiled torch/extension.h this build includes, where one fits its flags; where none is
+        made yet, this build goes without and the header is made meanwhile (precompiled.py)."""
+        where = precompiled.root(self.cache_dir)
+        if where is None or not precompiled.eligible(arguments):
+            return None
+        sig = precompiled.signature(arguments)
+        header = precompiled.ready(where, sig)
+        if header is None:
+            precompiled.make_later(where, sig, lambda gch: self._make_header(arguments, gch))
+        return header
+
+    def _make_header(self, arguments: dict[str, Any], gch: Path) -> bool:
+        """Precompile the header for these arguments' flags into `gch`, through the sandbox as a build."""
+        scratch = make_scratch(self.cache_dir, "h-")
+        try:
+            made = scratch / "extension.h.gch"
+            (scratch / "spec.json").write_text(json.dumps({"arguments": arguments, "output": str(made)}))
+            env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, self.build_jobs)
+            code, _ = run_untrusted("kernelcraft.judge.worker.precompile", [str(scratch / "spec.json")], scratch, env,
+                                    self.cache_dir, _HEADER_TIMEOUT_S, self._group, self.cpus)
+            if code != 0 or made.is_symlink() or not made.is_file():
+                return False
+            shutil.move(made, gch)
+            return True
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -177,18 +177,19 @@ def launch(argv: list[str], scratch: Path, env: dict[str, str], cpus: frozenset[
 
 
 def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
-                    pid_namespace: bool = True, cpus: frozenset[int] | None = None, **popen: Any) -> subprocess.Popen:
+                    pid_namespace: bool = True, cpus: frozenset[int] | None = None, read: tuple[Path, ...] = (),
+                    **popen: Any) -> subprocess.Popen:
     """Start an untrusted process, `python -m module args` as it were: a worker, or a builder compiling
     a candidate's extension. The one place every such process starts, confined (isolation.py): it
     writes only `scratch`, which becomes its user's, and reads of the judge's cache only the
-    published builds. Without `pid_namespace`, what it leaves running comes to the judge, which kills it."""
+    published builds (and `read`). Without `pid_namespace`, what it leaves running comes to the judge, which kills it."""
     warn_if_incomplete()
     hand_over(scratch)
     if not pid_namespace:
         _become_subreaper()
     # Made now if new: a worker may read only what exists as it starts, and the judge publishes later.
     builds = make_dir(cache_dir / "builds")
-    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds,), pid_namespace=pid_namespace),
+    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds, *read), pid_namespace=pid_namespace),
                                  pid_namespace)
     return launch(argv, scratch, {**env, **confined_env}, cpus, **popen)
 
@@ -314,15 +315,16 @@ class ProcessGroup:
 
 
 def run_untrusted(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
-                  timeout: float, group: str, cpus: frozenset[int] | None = None) -> tuple[int | None, float]:
+                  timeout: float, group: str, cpus: frozenset[int] | None = None,
+                  read: tuple[Path, ...] = ()) -> tuple[int | None, float]:
     """Run an untrusted command to its end (a builder): its exit code (None when it ran past `timeout`
     seconds) and the seconds it ran, neither counting the time it was stopped while a worker was timed.
     Its output goes to `scratch`/output.log; whatever it started is killed with it. `group` and `cpus`:
-    the device it works for and the host CPUs it runs on (ProcessGroup, launch)."""
+    the device it works for and the host CPUs it runs on (ProcessGroup, launch); `read`: what else it reads."""
     started = time.monotonic()
     with open(scratch / "output.log", "wb") as log:
-        running = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, cpus=cpus, stdin=subprocess.DEVNULL,
-                                               stdout=log, stderr=subprocess.STDOUT), group)
+        running = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, cpus=cpus, read=read,
+                                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT), group)
     try:
         while True:
             ran = time.monotonic() - started - running.stopped_s()

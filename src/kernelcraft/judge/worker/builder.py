@@ -4,7 +4,8 @@ loads nothing it built: importing would run the extension's static initialisers 
 that asked imports the judge's published copy instead.
 
 argv: a JSON spec file: `arguments` (load_inline's, as the build request carried them), the
-extension's `name`, the `build_directory`, and the `error` file. Exit 0: built, the shared object in
+extension's `name`, the `build_directory`, the `error` file, and the `precompiled` header to include
+first (or null). Exit 0: built, the shared object in
 the build directory; 1: the error (torch's message with the compiler's output) is in the error file.
 """
 
@@ -30,6 +31,8 @@ def main() -> None:
     arguments = {**spec["arguments"], "name": spec["name"], "build_directory": spec["build_directory"], "verbose": False}
     if arguments.get("use_pch"):
         arguments["use_pch"] = False  # the precompiled header is written into torch's own directory, which no build may change
+    if spec.get("precompiled"):  # the judge's own, for these flags (precompiled.py): GCC takes the .gch beside it
+        arguments["extra_cflags"] = ["-include", spec["precompiled"], *(arguments.get("extra_cflags") or [])]
     try:
         cpp_extension.load_inline(**arguments)
     except Exception as e:  # noqa: BLE001 - any failure of the build is the build's message

@@ -40,7 +40,7 @@ class Worker(ReferenceOps, CandidateOps):
 
 
 def warm_up() -> None:
-    """Start the CUDA context and import Triton before the first command: a spare worker does this
+    """Start the CUDA context and import Triton and TorchDynamo before the first command: a spare worker does this
     while it waits, so a candidate handed that worker waits only for its own task setup. It takes no
     device lock (no worker may reach the lock files): the judge stops its spare workers while it
     times one (`hold_still`)."""
@@ -51,6 +51,9 @@ def warm_up() -> None:
         import triton  # noqa: F401
     except ImportError:
         pass
+    # Seconds of import, off the candidate's load; and it rebinds torch.manual_seed on import, which must
+    # happen before the guard's snapshot of PyTorch's functions.
+    import torch._dynamo as _dynamo  # noqa: F401 - `as`: a plain import would make `torch` local to this function
 
 
 def failure(worker: Worker, e: BaseException) -> Failure:
