@@ -1,19 +1,22 @@
 """Per-shape GEMM head-to-head: CUDA-L2's published H100 kernels under kernelcraft's judge, next to torch.matmul,
-TunableOp and kernelcraft's own template search, on a stratified sample of the set's shapes, offline and server.
+TunableOp and kernelcraft's own template search, on a stratified sample of the set's shapes, in the three timing
+scenarios (offline, server, sustained).
 
 One workspace holds everything, so it runs in slices of a few minutes and resumes:
 
     python benchmarks/gemm_head_to_head.py --set .cuda-l2/kernels/h100_F32F16F16F32 --sample 64 \\
         --workspace WS --parts import --budget-wall-s 420 --out $OUT      # baselines, then the imported kernels
-    python benchmarks/hgemm.py --shapes "$(cat $OUT/head_to_head_shapes.txt)" --workspace WS ...   # kernelcraft's own
+    python benchmarks/hgemm.py --shapes "$(cat $OUT/head_to_head_shapes.txt)" --workspace WS ...   # kernelcraft's search
+    python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts ours --out $OUT       # its best, judged again
     python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts report --out $OUT     # no GPU needed
 
-`import` judges each imported kernel once (the eval-suite run "head-to-head" of the workspace; a pack can take
-its kernels, `pack build TEMPLATE_RUN H2H_RUN`). The report prints per shape the imported kernel's verdict, the
-check it failed (0/1-exact inputs, guard zones, tolerance on random inputs), its accumulator and flags, its
-speedups against torch.matmul and TunableOp offline and server, the speedup CUDA-L2's own results claim for the
-shape (eval_results/, against torch.matmul), and kernelcraft's best kernel for it; then geometric means and win
-rates (significant wins, as the judge counts them) for each side.
+`import` judges each imported kernel once, `ours` the template search's best kernel for each shape, both under one
+judge configuration with all three scenarios, into the workspace's two eval-suite runs "head-to-head" (a pack can
+take the best of both, `pack build H2H_RUN H2H_OURS_RUN`). The report prints per shape the imported kernel's
+verdict, the check it failed (0/1-exact inputs, guard zones, tolerance on random inputs), its accumulator and
+flags, its speedups against torch.matmul and TunableOp in each scenario, the speedup CUDA-L2's own results claim
+for the shape (eval_results/, against torch.matmul), and kernelcraft's best kernel's; then geometric means and
+win rates (significant wins, as the judge counts them) for each side, and the clock the sustained rounds ran at.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import csv
 import json
 import math
+import statistics
 import sys
 import time
 from collections import Counter
@@ -30,17 +34,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hgemm import SCENARIOS, ShapeRow, record_baselines, rows_of, summary, template_runs, vs_tunableop  # noqa: E402
+from hgemm import ShapeRow, record_baselines, summary, template_runs, vs_tunableop  # noqa: E402
 
-from kernelcraft.judge import Job, Judge, JudgeConfig, LocalPool, Verdict, describe_device  # noqa: E402
+from kernelcraft.judge import SCENARIOS, Job, Judge, JudgeConfig, LocalPool, Verdict, describe_device  # noqa: E402
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
+from kernelcraft.search import best_attempt  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import Shape, hgemm_task  # noqa: E402
 
 RUN_KIND = "eval-suite"  # what `pack build` and `runs list` read an imported set's verdicts as
-RUN_ARGS = {"suite": "hgemm", "solutions": "cuda-l2 (import-kernels)", "head_to_head": True}
-CONFIG = {"timing": {"server": True}}
+SIDES = {"cuda-l2": "cuda-l2 (import-kernels)", "kernelcraft": "the template search's best (optimize)"}
+# Every scenario; the sustained one heats the device at least 3 s (it stays hot from one evaluation to the next).
+CONFIG = {"timing": {"server": True, "sustained": True, "sustained_min_heat_s": 3.0}}
 
 
 def stratified(shapes: list[Shape], count: int) -> list[Shape]:
@@ -55,20 +61,44 @@ def set_shapes(path: Path) -> list[Shape]:
     return [Shape(*map(int, f.stem.split("_"))) for f in path.glob("*_*_*.cu")]
 
 
-def head_to_head_run(store: Store) -> str:
-    """The workspace's head-to-head run (made on first use; judging more shapes later adds to it)."""
-    runs = [r for r in store.runs(RUN_KIND) if r.args.get("head_to_head")]
-    return runs[-1].id if runs else store.start_run(RUN_KIND, RUN_ARGS)
+def head_to_head_run(store: Store, side: str, make: bool = True) -> str | None:
+    """The workspace's head-to-head run of one side (made on first use; judging more shapes later adds to it)."""
+    runs = [r for r in store.runs(RUN_KIND) if r.args.get("head_to_head") == side]
+    if runs or not make:
+        return runs[-1].id if runs else None
+    return store.start_run(RUN_KIND, {"suite": "hgemm", "solutions": SIDES[side], "head_to_head": side})
 
 
-def judge_imported(args: argparse.Namespace, shapes: list[Shape], deadline: float) -> int:
-    """Judge the imported kernels of shapes not yet judged on this device; no new one starts past `deadline`."""
-    imported = import_kernel_set("cuda-l2", args.set, shapes)
+def imported_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> list[tuple[Job, str]]:
+    """CUDA-L2's kernel for each shape the set has, with its origin (the file)."""
+    return [(Job(hgemm_task(k.shape), k.source, tag=k.task_key), str(k.path))
+            for k in import_kernel_set("cuda-l2", args.set, shapes).kernels]
+
+
+def our_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> list[tuple[Job, str]]:
+    """The newest template search run's best verified kernel for each shape it has one for (on this device)."""
+    runs = template_runs(store, describe_device("cuda").name)
+    if not runs:
+        return []
+    wanted = {f"hgemm/{s}": s for s in shapes}
+    jobs = []
+    for rt in store.run_tasks(runs[-1].id):
+        best = best_attempt(store.attempts(runs[-1].id, rt.task_key))
+        if rt.task_key in wanted and best is not None:
+            jobs.append((Job(hgemm_task(wanted[rt.task_key]), store.candidate_source(best.verdict_id), tag=rt.task_key),
+                         f"optimize:{runs[-1].id}"))
+    return jobs
+
+
+def judge_side(args: argparse.Namespace, side: str, shapes: list[Shape], deadline: float) -> int:
+    """Judge one side's kernels for shapes its run lacks on this device; no new one starts past `deadline`."""
     device_name = describe_device("cuda").name
     with Store(args.workspace) as store:
-        run_id = head_to_head_run(store)
+        run_id = head_to_head_run(store, side)
         done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == device_name}
-        todo = [k for k in imported.kernels if k.task_key not in done]
+        jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
+        origins = {j.tag: origin for j, origin in jobs}
+        todo = [j for j, _ in jobs if j.task.key not in done]
         judged = 0
         with LocalPool("cuda", cache_dir=store.cache_dir, config=JudgeConfig().with_overrides(CONFIG),
                        workers=args.workers) as pool:
@@ -76,19 +106,18 @@ def judge_imported(args: argparse.Namespace, shapes: list[Shape], deadline: floa
             waiting, running = list(todo), set()
             while waiting or running:
                 while waiting and len(running) < 2 * pool.workers and time.monotonic() < deadline:
-                    k = waiting.pop(0)
-                    running.add(pool.submit(Job(hgemm_task(k.shape), k.source, tag=k)))
+                    running.add(pool.submit(waiting.pop(0)))
                 if not running:
                     break
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
                 for f in finished:
                     r = f.result()
                     if r.verdict is not None:
-                        store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id, origin=str(r.job.tag.path))
+                        store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id, origin=origins[r.job.tag])
                         judged += 1
-                        print(f"[h2h] {r.job.task.key}: {r.verdict.summary()}", flush=True)
+                        print(f"[h2h {side}] {r.job.task.key}: {r.verdict.summary()}", flush=True)
                     else:
-                        print(f"[h2h] {r.job.task.key}: task error: {r.error}", flush=True)
+                        print(f"[h2h {side}] {r.job.task.key}: task error: {r.error}", flush=True)
     return judged
 
 
@@ -120,8 +149,9 @@ def claimed(set_path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def imported_rows(store: Store, run_id: str | None, device_name: str, shapes: list[Shape]) -> list[dict]:
-    """Per shape, the imported kernel's verdict on `device_name` in the head-to-head run (none judged yet: no run)."""
+def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[Shape]) -> list[dict]:
+    """Per shape, one side's verdict on `device_name` in its head-to-head run (none judged yet: no run), with
+    its speedups over torch.matmul and TunableOp in each scenario and the clock of its sustained rounds."""
     rows = []
     judged = store.verdicts(run_id=run_id) if run_id else []
     verdicts = {v.task_key: v for v in judged if v.device_name == device_name}
@@ -135,43 +165,64 @@ def imported_rows(store: Store, run_id: str | None, device_name: str, shapes: li
                        accumulator=origin.get("accumulator", ""),
                        vs_matmul=v.speedup if v.correct else None, significant=v.correct and v.significant and (v.speedup or 0) > 1,
                        message=v.message[:160])
-            server = v.scenarios.get("server") if v.correct else None
-            row["vs_matmul_server"] = server["speedup"] if server else None
             b = store.baselines(key, device_name)
-            row["vs_tunableop"] = vs_tunableop(b, "offline", row["vs_matmul"])
-            row["vs_tunableop_server"] = vs_tunableop(b, "server", row["vs_matmul_server"])
+            for scenario in SCENARIOS:
+                x = v.speedup if scenario == "offline" else (v.scenarios.get(scenario) or {}).get("speedup")
+                x = x if v.correct else None
+                row[f"vs_matmul_{scenario}"], row[f"vs_tunableop_{scenario}"] = x, vs_tunableop(b, scenario, x)
+            settled = ((v.scenarios.get("sustained") or {}).get("clocks") or {}).get("settled") or {}
+            row["sustained_clock_mhz"] = settled.get("clock_mhz")
         rows.append(row)
     return rows
+
+
+def shape_rows(rows: list[dict]) -> list[ShapeRow]:
+    """A side's correct kernels as hgemm.summary counts them (offline and server), the sustained scenario apart."""
+    return [ShapeRow(shape=r["shape"], status="done", vs_matmul=r["vs_matmul"], vs_matmul_alone=r["vs_matmul"],
+                     vs_matmul_server=r["vs_matmul_server"], vs_tunableop=r["vs_tunableop_offline"],
+                     vs_tunableop_server=r["vs_tunableop_server"], significant=r["significant"])
+            for r in rows if r.get("vs_matmul")]
+
+
+def sustained_summary(rows: list[dict]) -> list[dict]:
+    """Geomean and win rate of a side's sustained-scenario speedups, against torch.matmul and TunableOp."""
+    out = []
+    for key, label in (("vs_matmul_sustained", "vs torch.matmul, sustained"), ("vs_tunableop_sustained", "vs TunableOp, sustained")):
+        xs = [r[key] for r in rows if r.get(key)]
+        if xs:
+            out.append({"comparison": label, "shapes": len(xs), "geomean": math.exp(sum(map(math.log, xs)) / len(xs)),
+                        "median": statistics.median(xs), "win_rate": sum(x > 1 for x in xs) / len(xs),
+                        "worst": min(xs)})
+    return out
 
 
 def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> None:
     claims = claimed(args.set)
     with Store(args.workspace) as store:
-        runs = [r for r in store.runs(RUN_KIND) if r.args.get("head_to_head")]
-        theirs = imported_rows(store, runs[-1].id if runs else None, device_name, shapes)
-        templates = template_runs(store, device_name)
-        ours = {r.shape: r for r in rows_of(store, templates[-1].id, device_name)[0]} if templates else {}
+        theirs = side_rows(store, head_to_head_run(store, "cuda-l2", make=False), device_name, shapes)
+        ours = {r["shape"]: r for r in side_rows(store, head_to_head_run(store, "kernelcraft", make=False), device_name, shapes)}
     f = lambda x: f"{x:.2f}x" if x else "-"  # noqa: E731
-    print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>6}{'vs mm':>8}{'srv':>8}{'vs tuned':>9}{'claimed':>9}"
-          f"{'ours vs mm':>11}{'ours srv':>9}  check / flags")
+    print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>6}{'vs mm':>8}{'srv':>8}{'sus':>8}{'vs tuned':>9}{'claimed':>9}"
+          f"{'ours vs mm':>11}{'srv':>8}{'sus':>8}{'MHz':>6}  check / flags")
     for row in theirs:
-        o = ours.get(row["shape"])
+        o = ours.get(row["shape"], {})
         c = claims.get(row["shape"], {})
+        mhz = row.get("sustained_clock_mhz") or o.get("sustained_clock_mhz")
         print(f"{row['shape']:<18}{row.get('status', 'not judged'):>16}{row.get('accumulator', ''):>6}"
-              f"{f(row.get('vs_matmul')):>8}{f(row.get('vs_matmul_server')):>8}{f(row.get('vs_tunableop')):>9}"
-              f"{f(c.get('offline')):>9}{f(o.vs_matmul if o else None):>11}{f(o.vs_matmul_server if o else None):>9}  "
+              f"{f(row.get('vs_matmul')):>8}{f(row.get('vs_matmul_server')):>8}{f(row.get('vs_matmul_sustained')):>8}"
+              f"{f(row.get('vs_tunableop_offline')):>9}{f(c.get('offline')):>9}{f(o.get('vs_matmul')):>11}"
+              f"{f(o.get('vs_matmul_server')):>8}{f(o.get('vs_matmul_sustained')):>8}{mhz or '-':>6}  "
               f"{row.get('check', '')} {','.join(row.get('flags', []))}")
     judged = [r for r in theirs if "status" in r]
     statuses = Counter(r["status"] for r in judged)
     checks = Counter(r["check"] for r in judged if r["check"])
     print(f"\n{device_name}; CUDA-L2 kernels judged {len(judged)}/{len(shapes)}: "
           + ", ".join(f"{n} {s}" for s, n in statuses.most_common()) + (f"; failed checks: {dict(checks)}" if checks else ""))
-    as_rows = [ShapeRow(shape=r["shape"], status="done", vs_matmul=r["vs_matmul"], vs_matmul_alone=r["vs_matmul"],
-                        vs_matmul_server=r["vs_matmul_server"], vs_tunableop=r["vs_tunableop"],
-                        vs_tunableop_server=r["vs_tunableop_server"], significant=r["significant"])
-               for r in judged if r["vs_matmul"]]
-    sides = {"CUDA-L2 (correct kernels)": summary(as_rows),
-             "kernelcraft template search": summary([o for o in ours.values() if o.status == "done"])}
+    mhz = [r["sustained_clock_mhz"] for r in [*judged, *ours.values()] if r.get("sustained_clock_mhz")]
+    if mhz:
+        print(f"sustained rounds ran at {min(mhz):.0f}-{max(mhz):.0f} MHz (median {statistics.median(mhz):.0f})")
+    sides = {"CUDA-L2 (correct kernels)": summary(shape_rows(judged)) + sustained_summary(judged),
+             "kernelcraft template search": summary(shape_rows(list(ours.values()))) + sustained_summary(list(ours.values()))}
     claimed_xs = [claims[r["shape"]]["offline"] for r in judged if claims.get(r["shape"], {}).get("offline")]
     for name, rows in sides.items():
         for s in rows:
@@ -192,7 +243,8 @@ def main() -> None:
     ap.add_argument("--set", type=Path, required=True, help="CUDA-L2's kernels/h100_F32F16F16F32 folder.")
     ap.add_argument("--sample", type=int, default=64)
     ap.add_argument("--workspace", type=Path, default=Path("h2h-ws"))
-    ap.add_argument("--parts", default="import,report", help="import (baselines, then the imported kernels), report.")
+    ap.add_argument("--parts", default="import,report", help="import (baselines, then the imported kernels), ours "
+                                                               "(the template search's best kernels), report.")
     ap.add_argument("--budget-wall-s", type=float, default=420.0)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--device-name", help="report: the device whose numbers to show (default: this machine's GPU).")
@@ -206,10 +258,13 @@ def main() -> None:
         with Store(args.workspace) as store:
             judge = Judge("cuda", cache_dir=store.cache_dir, config=JudgeConfig().with_overrides(CONFIG))
             timed = record_baselines(store, judge, [hgemm_task(s) for s in shapes], describe_device("cuda").name,
-                                     start + args.budget_wall_s * 0.35)
+                                     start + args.budget_wall_s * 0.35, SCENARIOS)
             judge.close()
         print(f"baselines timed this slice: {timed} (shape, scenario) pairs", flush=True)
-        print(f"imported kernels judged this slice: {judge_imported(args, shapes, start + args.budget_wall_s)}", flush=True)
+        print(f"imported kernels judged this slice: {judge_side(args, 'cuda-l2', shapes, start + args.budget_wall_s)}", flush=True)
+    if "ours" in args.parts:
+        print(f"kernelcraft's kernels judged this slice: {judge_side(args, 'kernelcraft', shapes, start + args.budget_wall_s)}",
+              flush=True)
     if "report" in args.parts:
         report(args, shapes, args.device_name or describe_device("cuda").name)
 

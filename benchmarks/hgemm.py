@@ -65,12 +65,13 @@ class ShapeRow:
     reused: bool = False  # its verdict was measured by an earlier run (same source and judge context) and reused
 
 
-def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, deadline: float) -> int:
+def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, deadline: float,
+                     scenarios: tuple[str, ...] = SCENARIOS) -> int:
     """TunableOp and eager times per scenario for shapes that lack them on this device; stops at the deadline."""
     done, tunable = 0, judge.device == "cuda"  # TunableOp is a CUDA feature
     for t in tasks:
         have = store.baselines(t.key, device_name)
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             if time.monotonic() > deadline:
                 return done
             if baseline_kind("reference", scenario) in have and (not tunable or baseline_kind("tunableop", scenario) in have):

@@ -1,5 +1,6 @@
-"""The two timing scenarios: offline (calls back to back) and server (an untimed random pause
-before every call), for candidates and for the recorded baselines; TunableOp's baseline on the GPU."""
+"""The timing scenarios: offline (calls back to back), server (an untimed random pause before every call) and
+sustained (back to back on a device heated until its clock settled), for candidates and for the recorded
+baselines; TunableOp's baseline on the GPU."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 
 from kernelcraft.judge import Judge, baseline_kind
 from kernelcraft.judge.config import TimingConfig
-from kernelcraft.judge.worker.timing import Clock, server_pause
+from kernelcraft.judge.worker.timing import Clock, heat, server_pause
 from kernelcraft.tasks import load_task_file
 
 from .conftest import FAST
@@ -21,6 +22,7 @@ from .redteam.cases import CANDIDATES_DIR, TASKS_DIR
 from .test_cli import kc, one_line_error
 
 SERVER = FAST.with_overrides({"timing": {"server": True, "server_qps": 500.0, "server_max_iters": 6}})
+SUSTAINED = FAST.with_overrides({"timing": {"sustained": True, "sustained_min_heat_s": 0.3, "sustained_heat_s": 2.0}})
 
 
 def test_server_pauses_are_exponential_with_mean_one_over_qps() -> None:
@@ -50,6 +52,25 @@ def test_a_verdict_reports_the_server_scenario_next_to_offline(cpu_judge: Judge)
     assert not cpu_judge.evaluate(task, (CANDIDATES_DIR / "honest_relu_cpp.py").read_text(), config=FAST).scenarios
 
 
+def test_heating_runs_at_least_its_minimum_and_stops_by_its_maximum() -> None:
+    t0 = time.perf_counter()
+    found = heat(torch.device("cpu"), 0.3, 1.0)
+    took = time.perf_counter() - t0
+    assert 0.3 <= found["heat_s"] <= took and took < 1.0 + 1.0  # one batch of matmuls may run past the maximum
+    assert "clock_mhz" in found  # None where the clock cannot be read (no cpufreq, no NVML)
+
+
+def test_a_verdict_reports_the_sustained_scenario_and_its_clock(cpu_judge: Judge) -> None:
+    task = load_task_file(TASKS_DIR / "relu.py")
+    v = cpu_judge.evaluate(task, (CANDIDATES_DIR / "honest_relu_cpp.py").read_text(), config=SUSTAINED)
+    assert v.correct, v.message
+    sustained = v.scenarios["sustained"]
+    assert sustained["speedup"] > 0 and len(sustained["candidate"]["samples_ms"]) >= 5
+    settled = sustained["clocks"]["settled"]
+    assert 0.3 <= settled["heat_s"] < 5.0 and "clock_mhz" in settled
+    assert "server" not in v.scenarios and "settled" not in v.env["clocks"]  # offline, the headline, is not heated
+
+
 def test_baselines_are_recorded_per_scenario(tmp_path: Path, cache_dir: Path) -> None:
     (tmp_path / "relu.py").write_text((TASKS_DIR / "relu.py").read_text())
     p = kc("baseline", "relu.py", "--device", "cpu", "--no-compile", "--scenario", "both", cwd=tmp_path, cache=cache_dir)
@@ -59,7 +80,8 @@ def test_baselines_are_recorded_per_scenario(tmp_path: Path, cache_dir: Path) ->
         kinds = {r[0] for r in c.execute("SELECT kind FROM baselines")}
     assert kinds == {"eager", "eager@server", "eager_default", "eager_default@server"}
     one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--tunableop", cwd=tmp_path, cache=cache_dir))
-    one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--scenario", "busy", cwd=tmp_path, cache=cache_dir))
+    assert "sustained" in one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--scenario", "busy", cwd=tmp_path,
+                                            cache=cache_dir))
 
 
 @pytest.mark.gpu

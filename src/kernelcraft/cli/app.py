@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import __version__
-from ..judge import (DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind, judged_map,
-                     open_executor)
+from ..judge import (SCENARIOS, DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind,
+                     judged_map, open_executor)
 from ..judge.isolation import CacheClosed
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError
@@ -133,15 +133,17 @@ def baseline_cmd(suite: str = TargetArg,
                  tunableop: bool = typer.Option(False, "--tunableop", help="Also time PyTorch's TunableOp (cuBLAS/cuBLASLt "
                                                                             "autotuned per shape; CUDA only)."),
                  scenario: str = typer.Option("offline", "--scenario", help="offline (back to back), server (random "
-                                                                            "pauses between calls), or both."),
+                                                                            "pauses between calls), sustained (back to "
+                                                                            "back on a device heated until its clock "
+                                                                            "settled), both (offline and server) or all."),
                  gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt) -> None:
     """Record the reference's baseline times on this device: eager (strict, and at PyTorch's defaults), torch.compile
     (at PyTorch's defaults), TunableOp."""
-    if scenario not in ("offline", "server", "both"):
-        raise UsageError(f"--scenario {scenario!r}: use offline, server or both")
+    scenarios = {"both": ("offline", "server"), "all": SCENARIOS}.get(scenario, (scenario,))
+    if not set(scenarios) <= set(SCENARIOS):
+        raise UsageError(f"--scenario {scenario!r}: use {', '.join(SCENARIOS)}, both or all")
     if tunableop and device != "cuda":
         raise UsageError("--tunableop needs --device cuda")
-    scenarios = ("offline", "server") if scenario == "both" else (scenario,)
     tasks = target_tasks(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)
     kinds = [baseline_kind(side, sc) for sc in scenarios for side in ("reference", "reference_default", "compiled", "tunableop")
              if (side != "compiled" or compiled) and (side != "tunableop" or tunableop)]

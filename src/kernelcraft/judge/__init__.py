@@ -22,7 +22,7 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    **dict.fromkeys(['DEFAULT_TOLERANCE', 'JudgeConfig', 'Timeouts', 'TimingConfig'], "config"),
+    **dict.fromkeys(['DEFAULT_TOLERANCE', 'JudgeConfig', 'SCENARIOS', 'Timeouts', 'TimingConfig'], "config"),
     **dict.fromkeys(['DeviceDescription', 'DeviceUnavailable', 'check_device', 'describe_device', 'device_key', 'gpu_indices'], "device"),
     **dict.fromkeys(['JUDGE_VERSION', 'Judge', 'baseline_kind', 'self_check_source', 'source_hash'], "evaluate"),
     **dict.fromkeys(['KernelProfile', 'KernelRecord'], "kernel_profile"),

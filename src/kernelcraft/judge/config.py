@@ -32,6 +32,9 @@ class Timeouts:
     first_call: float = 120.0  # added to a Triton candidate's first call: its kernels compile (and autotune) there
 
 
+SCENARIOS = ("offline", "server", "sustained")  # the timing scenarios (TimingConfig): offline is the headline
+
+
 @dataclass(frozen=True)
 class TimingConfig:
     """The timing recipe (docs/judge.md), with its knobs."""
@@ -71,9 +74,16 @@ class TimingConfig:
     server: bool = False
     server_qps: float = 200.0
     server_max_iters: int = 100
+    # The sustained scenario (a third, beside offline and server): the device is first kept busy (a large
+    # matmul, over and over, as a training job keeps it) until its clock has settled, at least
+    # sustained_min_heat_s and at most sustained_heat_s seconds; then the rounds run back to back, as
+    # offline. Reported in Verdict.scenarios with the clock it ran at.
+    sustained: bool = False
+    sustained_heat_s: float = 30.0
+    sustained_min_heat_s: float = 5.0
 
     def for_scenario(self, scenario: str | None) -> "TimingConfig":
-        """These settings for a scenario: offline as they are, "server" under its own cap on rounds."""
+        """These settings for a scenario: offline (and sustained) as they are, "server" under its own cap on rounds."""
         if scenario != "server":
             return self
         return replace(self, max_iters=self.server_max_iters, min_iters=min(self.min_iters, self.server_max_iters))
@@ -146,7 +156,8 @@ class JudgeConfig:
 
 # Options that must be above zero; every other number must be zero or more. All must be finite.
 _POSITIVE = {"seeds", "cpu_threads", "truth_factor", "truth_max_seconds", "memory_limit_gb", "file_size_limit_gb", "min_iters", "max_iters", "target_ms",
-             "trusted_target_ms", "input_sets", "server_qps", "server_max_iters", *(f.name for f in fields(Timeouts))}
+             "trusted_target_ms", "input_sets", "server_qps", "server_max_iters", "sustained_heat_s",
+             *(f.name for f in fields(Timeouts))}
 _KINDS = {"int": (int,), "float": (int, float), "bool": (bool,)}
 
 

@@ -46,7 +46,8 @@ def command_timeouts(cfg: JudgeConfig, facts: Facts, *, triton: bool, cpu: bool)
     iters = min(timing.max_iters, max(timing.min_iters, int(timing.target_ms / 1e3 / fastest)))
     pause = 2 * 3 / timing.server_qps if timing.server else 0.0
     per_round = (1 + t.slowdown) * call + 3 * inputs + pause
-    measure = t.floor + (warm + iters + 1) * per_round
+    heat = timing.sustained_heat_s if timing.sustained else 0.0  # the sustained scenario's command heats first
+    measure = t.floor + heat + (warm + iters + 1) * per_round
     profile = t.floor + _PROFILER_START_S + 3 * (1 + t.slowdown) * call
     first = run + (t.first_call if triton else 0.0)
     return CommandTimeouts(min(first, t.correctness), min(run, t.correctness), min(compare, t.correctness),

@@ -59,7 +59,7 @@ class TimingStage:
         return stage
 
     def _time(self, run: CandidateRun, earlier_s: float, timeout: float, rounds: Rounds) -> StageResult:
-        """One ABAB measurement of candidate and reference (offline, then the server scenario if asked)
+        """One ABAB measurement of candidate and reference (offline, then the server and sustained scenarios if asked)
         under the exclusive device lock, each command given `timeout` seconds and its `rounds`; sets the
         verdict's times, speedup and noise band and returns the timing stage, which also counts
         `earlier_s` (input preparation, an earlier try)."""
@@ -87,6 +87,10 @@ class TimingStage:
                     _, sref, scand = self._measure(run, replace(cmd, scenario="server"), timeout, rounds)
                     v.scenarios["server"] = {"qps": cfg.timing.server_qps, "speedup": sref.median_ms / scand.median_ms,
                                              "reference": asdict(sref), "candidate": asdict(scand)}
+                if cfg.timing.sustained:
+                    hot, href, hcand = self._measure(run, replace(cmd, scenario="sustained"), timeout, rounds)
+                    v.scenarios["sustained"] = {"speedup": href.median_ms / hcand.median_ms, "clocks": hot.timed.clocks,
+                                                "reference": asdict(href), "candidate": asdict(hcand)}
         v.reference, v.candidate = ref_t, cand_t
         v.speedup = ref_t.median_ms / cand_t.median_ms
         noise = max(ref_t.rel_spread, cfg.timing.min_noise)

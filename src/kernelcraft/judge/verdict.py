@@ -127,7 +127,8 @@ class Verdict:
     errors: dict[str, float] = field(default_factory=dict)  # worst max_abs, max_rel, rel_l2
     candidate_hash: str = ""
     env: dict[str, Any] = field(default_factory=dict)  # device name, clocks, versions
-    # Timings under other scenarios than offline, e.g. "server": {"qps", "speedup", "reference", "candidate"}
+    # Timings under other scenarios than offline: "server": {"qps", "speedup", "reference", "candidate"};
+    # "sustained": {"speedup", "clocks" (its "settled" entry: the clock after heating), "reference", "candidate"}
     scenarios: dict[str, Any] = field(default_factory=dict)
     # What the evaluation took: wall time, peak disk, the candidate's and the trusted worker's peak
     # host memory and device memory (judge/resources.py)

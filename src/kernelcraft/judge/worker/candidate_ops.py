@@ -26,7 +26,7 @@ from .guard_zones import guard_inputs, guarded_output
 from .guards import Guard, native_threads
 from .rejection import CANDIDATE_FILE, TASK_FILE, Rejection, device_oom, judge_write, user_traceback
 from .state import WorkerState, poison
-from .timing import clock_info, host_medians, pinned, run_interleaved, scenario_clock
+from .timing import clock_info, clocks, host_medians, pinned, run_interleaved, scenario_clock
 
 
 _PLAIN_VALUES = (int, float, bool, str, type(None))
@@ -240,8 +240,9 @@ class CandidateOps(WorkerState):
         return Profiled(**result, device_peak_bytes=peak)
 
     def op_time(self, cmd: Time) -> Timed:
-        """ABAB timing of candidate and reference over fresh inputs; offline (calls back to back) or,
-        with scenario "server", a random untimed pause before every call. The judge draws each timed
+        """ABAB timing of candidate and reference over fresh inputs; offline (calls back to back), with
+        scenario "server" a random untimed pause before every call, with "sustained" back to back after
+        the device was heated until its clock settled. The judge draws each timed
         round's input set and roll as it starts, and whether to check the candidate's call once it has
         returned; a checked call's outputs go to the task's trusted worker (rounds.py). Nothing here
         decides a check or compares."""
@@ -279,7 +280,7 @@ class CandidateOps(WorkerState):
                 raise Rejection("runtime_error", "during timing: " + user_traceback(e, (CANDIDATE_FILE,)), oom=device_oom(e)) from None
         self.check_guard("the timed calls")
         t2 = time.perf_counter()
-        return Timed(samples, {"before": before, "after": clock_info()}, **host_medians(host, probe, cpus),
+        return Timed(samples, clocks(before, clock), **host_medians(host, probe, cpus),
                      phases_s={"prepare": t1 - t0, "rounds": t2 - t1, "clocks": time.perf_counter() - t2})
 
     def share_checked(self, i: int, outs: list[Any]) -> None:

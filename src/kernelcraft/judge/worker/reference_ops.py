@@ -23,7 +23,7 @@ from .expected import Expected
 from .guards import pytorch_defaults
 from .rejection import Rejection
 from .state import WorkerState, poison
-from .timing import clock_info, clone_inputs, fresh_inputs, host_medians, local_rounds, run_interleaved, scenario_clock
+from .timing import clock_info, clocks, clone_inputs, fresh_inputs, host_medians, local_rounds, run_interleaved, scenario_clock
 
 
 class ReferenceOps(WorkerState):
@@ -118,7 +118,8 @@ class ReferenceOps(WorkerState):
         """The reference timed alone, by the recipe (trusted time; also the eager baseline), with
         torch.compile interleaved if asked. With `tunableop`, PyTorch's TunableOp (cuBLAS/cuBLASLt
         algorithms tried per shape, the fastest kept) is then enabled and the reference timed again:
-        the autotuned-library baseline. `scenario` "server" pauses before every call (untimed)."""
+        the autotuned-library baseline. `scenario` "server" pauses before every call (untimed); "sustained"
+        heats the device until its clock settles first."""
         timing = dataclasses.replace(self.cfg.timing, target_ms=cmd.target_ms or self.cfg.timing.target_ms)
         cfg, clock = scenario_clock(self.device, timing, cmd.scenario)
         sets = self.timing_inputs(cmd.seeds)
@@ -156,7 +157,7 @@ class ReferenceOps(WorkerState):
             self.timing_sets = sets = None  # (`run` holds them through `sets` too)
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
-        return Timed(samples, {"before": before, "after": clock_info()}, **host_medians(host, probe, cpus))
+        return Timed(samples, clocks(before, clock), **host_medians(host, probe, cpus))
 
     def op_prepare_baselines(self, cmd: PrepareBaselines) -> BaselinesPrepared:
         """torch.compile the reference at PyTorch's defaults and call it once, before the parent takes the

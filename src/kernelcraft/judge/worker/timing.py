@@ -155,11 +155,14 @@ class Clock:
     `host_ms` is the last call's host time until it returned (on CUDA: from the start event on), the
     part of a short call's time that is launch overhead rather than kernel."""
 
-    def __init__(self, device: torch.device, cfg: TimingConfig, pause: Callable[[], None] | None = None) -> None:
+    def __init__(self, device: torch.device, cfg: TimingConfig, pause: Callable[[], None] | None = None,
+                 settle: Callable[[], dict[str, Any]] | None = None) -> None:
         self.cuda = device.type == "cuda"
         nbytes = cfg.flush_bytes if self.cuda else cfg.cpu_flush_bytes
         self.flush_buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
         self.pause = pause
+        self.settle = settle  # run before the timed rounds (the sustained scenario's heating): what it found
+        self.settled: dict[str, Any] | None = None
         self.host_ms = 0.0
         if self.cuda:
             # Made (and recorded once, which creates them) here, so creating them is not timed.
@@ -200,11 +203,62 @@ def server_pause(qps: float, rng: random.Random | None = None) -> Callable[[], N
     return pause
 
 
+def heat(device: torch.device, min_s: float, max_s: float) -> dict[str, Any]:
+    """Keep the device busy with a large matmul, over and over, as a training job keeps it, until its clock
+    has settled: at least `min_s` seconds, then until the readings of the last `_SETTLE_WINDOW_S` vary by
+    under `_SETTLE_SPREAD`, at most `max_s` seconds. The clock is the SM clock on CUDA (NVML), the
+    current CPU's frequency on the CPU (cpufreq), where either can be read; unread, it heats `min_s`.
+    Returns the seconds it heated and the readings at the end (clock_info)."""
+    cuda = device.type == "cuda"
+    n = 8192 if cuda else 512
+    a = torch.randn(n, n, device=device, dtype=torch.float16 if cuda else torch.float32)
+    out = torch.empty_like(a)
+    readings: list[tuple[float, float]] = []
+    t0 = time.monotonic()
+    while (elapsed := time.monotonic() - t0) < max_s:
+        for _ in range(8):
+            torch.mm(a, a, out=out)
+        if cuda:
+            _sync()
+        mhz = _clock_mhz(cuda)
+        if mhz is None:
+            if elapsed >= min_s:
+                break
+            continue
+        readings = [(t, m) for t, m in readings if elapsed - t <= _SETTLE_WINDOW_S] + [(elapsed, mhz)]
+        window = [m for _, m in readings]
+        if elapsed >= min_s and readings[0][0] <= elapsed - 0.9 * _SETTLE_WINDOW_S \
+                and max(window) - min(window) <= _SETTLE_SPREAD * max(window):
+            break
+    del a, out
+    return {"heat_s": round(time.monotonic() - t0, 2), **clock_info(), "clock_mhz": _clock_mhz(cuda)}
+
+
+_SETTLE_WINDOW_S = 2.0
+_SETTLE_SPREAD = 0.02
+
+
+def _clock_mhz(cuda: bool) -> float | None:
+    """The SM clock (CUDA) or this thread's CPU's current frequency, in MHz, or None where it cannot be read."""
+    try:
+        if cuda:
+            return float(torch.cuda.clock_rate())
+        with open("/proc/thread-self/stat") as f:
+            cpu = int(f.read().rsplit(")", 1)[1].split()[36])  # field 39: the CPU it last ran on
+        with open(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq") as f:
+            return int(f.read()) / 1000
+    except Exception:  # noqa: BLE001 - NVML or cpufreq missing or not permitted: the reading is optional
+        return None
+
+
 def scenario_clock(device: torch.device, cfg: TimingConfig, scenario: str | None) -> tuple[TimingConfig, Clock]:
-    """The timing settings and clock of a scenario: offline (calls back to back) or "server" (an untimed
-    exponential pause before every call, and the server scenario's iteration cap)."""
+    """The timing settings and clock of a scenario: offline (calls back to back), "server" (an untimed
+    exponential pause before every call, and the server scenario's iteration cap) or "sustained" (calls
+    back to back once the device has been heated until its clock settled)."""
     cfg = cfg.for_scenario(scenario)
-    return cfg, Clock(device, cfg, server_pause(cfg.server_qps) if scenario == "server" else None)
+    pause = server_pause(cfg.server_qps) if scenario == "server" else None
+    settle = (lambda: heat(device, cfg.sustained_min_heat_s, cfg.sustained_heat_s)) if scenario == "sustained" else None
+    return cfg, Clock(device, cfg, pause, settle)
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:
@@ -293,6 +347,8 @@ def run_interleaved(
         iters = int(min(cfg.max_iters, max(cfg.min_iters, cfg.target_ms / max(per_call, 1e-3))))
         if not pin_warmup:
             pin = held.enter_context(pinned(cfg, clock.cuda))
+        if clock.settle is not None:  # last before the rounds: they begin at the state it left
+            clock.settled = clock.settle()
         try:
             for i in range(iters + 1):
                 k, roll = rounds(i, iters)
@@ -332,3 +388,9 @@ def clock_info() -> dict[str, Any]:
             except Exception:  # noqa: BLE001 - NVML missing or not permitted: the reading is optional
                 info[key] = None
     return info
+
+
+def clocks(before: dict[str, Any], clock: Clock) -> dict[str, Any]:
+    """What a timing answer says of the device's clocks: before the warm-up, after heating (the sustained
+    scenario: the clock its rounds ran at), and after the rounds."""
+    return {"before": before, **({"settled": clock.settled} if clock.settled is not None else {}), "after": clock_info()}
