@@ -19,6 +19,9 @@ CANDIDATES = ROOT / "examples" / "candidates"
 # eval-suite and optimize would time torch.compile for every correct task (10-30 s each on a CPU): the commands
 # under test skip it unless a test asks with --baselines.
 os.environ.setdefault("KERNELCRAFT_BASELINES", "0")
+# No precompiled torch/extension.h (judge/precompiled.py) but in its own test: making one takes a minute or two of a
+# core per set of flags, more than the suite's few builds of each set save on a 2-core CI machine.
+os.environ.setdefault("KERNELCRAFT_PCH_DIR", "off")
 
 # Short timing: tests check verdicts, benchmarks check numbers.
 FAST = JudgeConfig().with_overrides({
@@ -49,13 +52,6 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shared.mkdir(exist_ok=True)
         return shared
     return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def shared_precompiled_headers(cache_dir: Path) -> None:
-    """Every judge of the run, in-process or a CLI's, shares the precompiled torch/extension.h of each set of
-    flags (judge/precompiled.py): most tests have a cache of their own, where each would make its own (a minute)."""
-    os.environ.setdefault("KERNELCRAFT_PCH_DIR", str(cache_dir / "pch"))
 
 
 @pytest.fixture(scope="session")

@@ -13,13 +13,14 @@ import pytest
 from torch.utils import cpp_extension
 
 import kernelcraft.judge.precompiled as precompiled
+from kernelcraft.judge.integrity import make_dir
 from kernelcraft.judge import Judge
 from kernelcraft.judge.verdict import Status
 from kernelcraft.tasks import load_task_file
 
 from .redteam.cases import CANDIDATES_DIR, CASES_BY_ID, TASKS_DIR
 
-pytestmark = pytest.mark.skipif(not precompiled.root(Path("/")), reason="no GCC: no precompiled headers")
+pytestmark = pytest.mark.skipif(not precompiled.gcc_version(), reason="no GCC: no precompiled headers")
 
 
 @pytest.mark.parametrize("flags, ok", [
@@ -39,9 +40,12 @@ def test_include_paths_or_no_cpp_share_no_header() -> None:
 
 
 @pytest.mark.slow
-def test_a_build_makes_the_header_that_fits_torchs_own_compile(cpu_judge: Judge, cache_dir: Path, tmp_path: Path) -> None:
+def test_a_build_makes_the_header_that_fits_torchs_own_compile(cpu_judge: Judge, cache_dir: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    assert precompiled.root(cache_dir) is None  # the suite's setting (conftest); a user's default is the cache's pch/
+    monkeypatch.setenv(precompiled.ENV, str(tmp_path / "pch"))
     where = precompiled.root(cache_dir)
-    assert where is not None
+    assert where == tmp_path / "pch"
     sig = precompiled.signature({"cpp_sources": ["x"], "extra_cflags": ["-O3"]})  # the flags of the suite's C++ candidates
     case = CASES_BY_ID["honest_relu_cpp_cpu"]
     # a source no run has built (a kept test cache holds the candidate's own): its build is the judge's to make
@@ -56,5 +60,5 @@ def test_a_build_makes_the_header_that_fits_torchs_own_compile(cpu_judge: Judge,
     # torch's own compile with these flags takes it: with -Werror=invalid-pch, a header that did not fit is an error
     ext = cpp_extension.load_inline("kc_test_pch_fits", cpp_sources=["int answer() { return 42; }"], functions=["answer"],
                                     extra_cflags=["-include", str(header), "-Winvalid-pch", "-Werror=invalid-pch", "-O3"],
-                                    build_directory=str(tmp_path))
+                                    build_directory=str(make_dir(tmp_path / "build")))
     assert ext.answer() == 42

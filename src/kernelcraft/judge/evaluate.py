@@ -99,11 +99,11 @@ class Judge(TimingStage):
 
     def __init__(self, device: str = "cpu", *, cache_dir: Path, config: JudgeConfig | None = None,
                  device_index: int = 0, build_jobs: int | None = None, reference_cache_bytes: int = 1 << 30,
-                 reference_workers: int = 4, spare_workers: int = 1, cpus: frozenset[int] | None = None) -> None:
+                 reference_workers: int = 4, spare_workers: int = 0, cpus: frozenset[int] | None = None) -> None:
         """`cpus`: the host CPUs its untrusted processes run on (a pool's slice for this device,
-        device.cpu_slices); None: all of this process's. `spare_workers`: fresh workers kept started ahead
-        (one by default: a candidate's worker starts beside the trusted one, and the next candidate's
-        while this one is judged)."""
+        device.cpu_slices); None: all of this process's. `spare_workers`: fresh workers kept started ahead,
+        so the next candidate's worker starts while this one is judged (a pool keeps one per worker; none
+        by default here: on a small host an unused spare costs seconds of CPU)."""
         check_device(device)
         self.device = device
         self.device_index = device_index

@@ -48,7 +48,7 @@ _making_lock = threading.Lock()
 def root(cache_dir: Path) -> Path | None:
     """Where the precompiled headers of a judge with this cache live (None: off)."""
     chosen = os.environ.get(ENV, "")
-    if chosen.lower() == "off" or not _gcc():
+    if chosen.lower() == "off" or not gcc_version():
         return None
     return Path(chosen).resolve() if chosen else cache_dir / "pch"
 
@@ -64,7 +64,7 @@ def eligible(arguments: dict[str, Any]) -> bool:
 
 def signature(arguments: dict[str, Any]) -> str:
     """The precompiled header's key: the compiler, PyTorch, and the flags the header compiles with."""
-    what = [_gcc(), torch.__version__, cpp_extension.include_paths("cpu")[0], uses_cuda(arguments),
+    what = [gcc_version(), torch.__version__, cpp_extension.include_paths("cpu")[0], uses_cuda(arguments),
             [f.strip() for f in arguments.get("extra_cflags") or []]]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24]
 
@@ -127,7 +127,7 @@ def _prune(where: Path) -> None:
 
 
 @cache
-def _gcc() -> str:
+def gcc_version() -> str:
     """The C++ compiler's version line where it is GCC (the only compiler whose precompiled headers this
     uses), else ""."""
     compiler = cpp_extension.get_cxx_compiler()

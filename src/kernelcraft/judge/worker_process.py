@@ -53,9 +53,10 @@ class WorkerProcess(ProcessGroup):
     """A sandboxed worker; use as a context manager so its process group always dies."""
 
     def __init__(self, device: str, device_index: int, cache_dir: Path, build_jobs: int = 1,
-                 pid_namespace: bool | None = None, cpus: frozenset[int] | None = None) -> None:
+                 pid_namespace: bool | None = None, cpus: frozenset[int] | None = None, spare: bool = False) -> None:
         """`pid_namespace`: whether the worker gets a PID namespace of its own; by default on the CPU only
-        (isolation.command says why). `cpus`: the host CPUs it runs on (None: all of the judge's)."""
+        (isolation.command says why). `cpus`: the host CPUs it runs on (None: all of the judge's). `spare`:
+        started ahead of need, it also imports what a candidate's load would (loop.warm_up)."""
         self.scratch = make_scratch(cache_dir, "w-")
         self.nonce = secrets.token_hex(16)
         self.started = time.perf_counter()
@@ -66,7 +67,7 @@ class WorkerProcess(ProcessGroup):
         self.memfd = os.memfd_create("kc-outputs", os.MFD_CLOEXEC)
         self._log = open(self.scratch / "worker.log", "wb")
         proc = launch_confined(
-            "kernelcraft.judge.worker.loop", [str(write_fd), str(child_socket.fileno()), str(self.memfd)],
+            "kernelcraft.judge.worker.loop", [str(write_fd), str(child_socket.fileno()), str(self.memfd), str(int(spare))],
             self.scratch, scrubbed_env(device, device_index, cache_dir, self.scratch, build_jobs), cache_dir,
             pid_namespace=device != "cuda" if pid_namespace is None else pid_namespace,
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,

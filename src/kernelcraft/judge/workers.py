@@ -55,12 +55,12 @@ class WorkerSupply:
         with self._lock:
             spare = self._spares.pop(0) if self._spares else None
             while len(self._spares) < self._spare_target:  # for the next callers
-                self._spares.append(self.new())
+                self._spares.append(self.new(spare=True))
         return spare or self.new()
 
-    def new(self) -> WorkerProcess:
+    def new(self, spare: bool = False) -> WorkerProcess:
         try:
-            return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs, cpus=self.cpus)
+            return WorkerProcess(self.device, self.device_index, self.cache_dir, self.build_jobs, cpus=self.cpus, spare=spare)
         except OSError as e:  # no room for its directory, no process or file descriptor left
             raise JudgeFault(f"a worker could not be started: {e}") from None
 

@@ -61,6 +61,7 @@ class CandidateOps(WorkerState):
         has_triton = "triton" in source
         if has_triton:
             self.counter.instrument_triton()
+        import torch._dynamo  # noqa: F401 - it rebinds torch.manual_seed on import; import it before the snapshot
         self.guard = Guard(extra_classes=sorted({type(m) for m in self.reference.modules()}, key=repr))
         t0 = time.perf_counter()
         try:

@@ -39,11 +39,12 @@ class Worker(ReferenceOps, CandidateOps):
         }[type(cmd)]
 
 
-def warm_up() -> None:
-    """Start the CUDA context and import Triton and TorchDynamo before the first command: a spare worker does this
-    while it waits, so a candidate handed that worker waits only for its own task setup. It takes no
-    device lock (no worker may reach the lock files): the judge stops its spare workers while it
-    times one (`hold_still`)."""
+def warm_up(spare: bool) -> None:
+    """Start the CUDA context and import Triton before the first command, and TorchDynamo in a `spare`
+    worker (a candidate's load imports it, seconds on the critical path; a worker started on demand,
+    as a task's trusted one mostly is, never needs it). A spare worker does this while it waits, so a
+    candidate handed that worker waits only for its own task setup. It takes no device lock (no worker
+    may reach the lock files): the judge stops its spare workers while it times one (`hold_still`)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
         torch.cuda.set_device(0)
         torch.empty(1, device="cuda")
@@ -51,9 +52,8 @@ def warm_up() -> None:
         import triton  # noqa: F401
     except ImportError:
         pass
-    # Seconds of import, off the candidate's load; and it rebinds torch.manual_seed on import, which must
-    # happen before the guard's snapshot of PyTorch's functions.
-    import torch._dynamo as _dynamo  # noqa: F401 - `as`: a plain import would make `torch` local to this function
+    if spare:
+        import torch._dynamo as _dynamo  # noqa: F401 - `as`: a plain import would make `torch` local to this function
 
 
 def failure(worker: Worker, e: BaseException) -> Failure:
@@ -70,12 +70,12 @@ def failure(worker: Worker, e: BaseException) -> Failure:
     return Failure("runtime_error", message, oom)
 
 def main() -> None:
-    """argv: the answer pipe's fd, the fd socket's fd, this worker's memory file's fd."""
+    """argv: the answer pipe's fd, the fd socket's fd, this worker's memory file's fd, 1 for a spare worker."""
     import socket
     channel = Channel(os.fdopen(int(sys.argv[1]), "w"), sys.stdin)
     fd_socket = socket.socket(fileno=int(sys.argv[2])) if len(sys.argv) > 2 else None
     memfd = int(sys.argv[3]) if len(sys.argv) > 3 else None
-    warm_up()
+    warm_up(spare=sys.argv[4:5] == ["1"])
     worker = Worker(channel, fd_socket, memfd)
     while (line := channel.read()) is not None:
         try:
