@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import statistics
 import sys
 import time
@@ -39,6 +38,7 @@ from hgemm import ShapeRow, record_baselines, summary, template_runs, vs_tunable
 from kernelcraft.judge import SCENARIOS, Job, Judge, JudgeConfig, LocalPool, Verdict, describe_device  # noqa: E402
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
+from kernelcraft.report import geomean  # noqa: E402
 from kernelcraft.search import best_attempt  # noqa: E402
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import Shape, hgemm_task  # noqa: E402
@@ -177,23 +177,12 @@ def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[S
 
 
 def shape_rows(rows: list[dict]) -> list[ShapeRow]:
-    """A side's correct kernels as hgemm.summary counts them (offline and server), the sustained scenario apart."""
+    """A side's correct kernels as hgemm.summary counts them."""
     return [ShapeRow(shape=r["shape"], status="done", vs_matmul=r["vs_matmul"], vs_matmul_alone=r["vs_matmul"],
                      vs_matmul_server=r["vs_matmul_server"], vs_tunableop=r["vs_tunableop_offline"],
-                     vs_tunableop_server=r["vs_tunableop_server"], significant=r["significant"])
+                     vs_tunableop_server=r["vs_tunableop_server"], vs_matmul_sustained=r["vs_matmul_sustained"],
+                     vs_tunableop_sustained=r["vs_tunableop_sustained"], significant=r["significant"])
             for r in rows if r.get("vs_matmul")]
-
-
-def sustained_summary(rows: list[dict]) -> list[dict]:
-    """Geomean and win rate of a side's sustained-scenario speedups, against torch.matmul and TunableOp."""
-    out = []
-    for key, label in (("vs_matmul_sustained", "vs torch.matmul, sustained"), ("vs_tunableop_sustained", "vs TunableOp, sustained")):
-        xs = [r[key] for r in rows if r.get(key)]
-        if xs:
-            out.append({"comparison": label, "shapes": len(xs), "geomean": math.exp(sum(map(math.log, xs)) / len(xs)),
-                        "median": statistics.median(xs), "win_rate": sum(x > 1 for x in xs) / len(xs),
-                        "worst": min(xs)})
-    return out
 
 
 def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> None:
@@ -221,8 +210,8 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
     mhz = [r["sustained_clock_mhz"] for r in [*judged, *ours.values()] if r.get("sustained_clock_mhz")]
     if mhz:
         print(f"sustained rounds ran at {min(mhz):.0f}-{max(mhz):.0f} MHz (median {statistics.median(mhz):.0f})")
-    sides = {"CUDA-L2 (correct kernels)": summary(shape_rows(judged)) + sustained_summary(judged),
-             "kernelcraft template search": summary(shape_rows(list(ours.values()))) + sustained_summary(list(ours.values()))}
+    sides = {"CUDA-L2 (correct kernels)": summary(shape_rows(judged)),
+             "kernelcraft template search": summary(shape_rows(list(ours.values())))}
     claimed_xs = [claims[r["shape"]]["offline"] for r in judged if claims.get(r["shape"], {}).get("offline")]
     for name, rows in sides.items():
         for s in rows:
@@ -230,7 +219,7 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
                   f"median {s['median']:.3f}x  wins {s['win_rate']:.0%}  worst {s['worst']}")
     if claimed_xs:
         print(f"{'CUDA-L2 as it reports itself':<30} {'vs torch.matmul, offline':<28} {len(claimed_xs):>3} shapes  geomean "
-              f"{math.exp(sum(map(math.log, claimed_xs)) / len(claimed_xs)):.3f}x  wins "
+              f"{geomean(claimed_xs):.3f}x  wins "
               f"{sum(x > 1 for x in claimed_xs) / len(claimed_xs):.0%}")
     (args.out / "head_to_head.json").write_text(json.dumps({"device": device_name, "shapes": [str(s) for s in shapes],
                                                              "cuda_l2": theirs, "claimed": {r["shape"]: claims.get(r["shape"])

@@ -59,6 +59,8 @@ class ShapeRow:
     vs_matmul_server: float | None = None
     vs_tunableop: float | None = None
     vs_tunableop_server: float | None = None
+    vs_matmul_sustained: float | None = None  # the sustained scenario (the head-to-head judges in it)
+    vs_tunableop_sustained: float | None = None
     significant: bool = False
     config: str = ""
     kernel: str = ""  # the best kernel's configuration name, e.g. tma_persistent_128x256x64_g8_s3_w8
@@ -164,7 +166,9 @@ def summary(rows: list[ShapeRow]) -> list[dict]:
     out = []
     for attr, label in (("vs_matmul", "vs torch.matmul, offline"), ("vs_matmul_alone", "vs mm alone where slowed"),
                         ("vs_matmul_server", "vs torch.matmul, server"),
-                        ("vs_tunableop", "vs TunableOp, offline"), ("vs_tunableop_server", "vs TunableOp, server")):
+                        ("vs_tunableop", "vs TunableOp, offline"), ("vs_tunableop_server", "vs TunableOp, server"),
+                        ("vs_matmul_sustained", "vs torch.matmul, sustained"),
+                        ("vs_tunableop_sustained", "vs TunableOp, sustained")):
         pairs = [(r.shape, getattr(r, attr)) for r in rows if getattr(r, attr)]
         if not pairs:
             continue

@@ -32,12 +32,11 @@ import torch.utils.cpp_extension as cpp_extension
 
 from .integrity import make_dir
 from .locks import file_lock
-from .worker.precompile import uses_cuda
+from .worker.precompile import HEADER, torch_header, uses_cuda
 
 ENV = "KERNELCRAFT_PCH_DIR"
 LIMIT = 4
 _IN_USE_S = 3600.0  # longer than any build may run
-HEADER = Path("torch") / "extension.h"
 # Flags that change how the header compiles and name no file: optimisation, target, language, macros, warnings.
 _SAFE_FLAG = re.compile(r"-(O[0-3sgz]?|Ofast|g[0-3]?|std=[\w+]+|m[\w.-]+|m\w+=[\w.,-]+|f[\w-]+|D\w+(=[\w.-]*)?|U\w+|W[\w-]*|w|pthread)")
 
@@ -64,7 +63,7 @@ def eligible(arguments: dict[str, Any]) -> bool:
 
 def signature(arguments: dict[str, Any]) -> str:
     """The precompiled header's key: the compiler, PyTorch, and the flags the header compiles with."""
-    what = [gcc_version(), torch.__version__, cpp_extension.include_paths("cpu")[0], uses_cuda(arguments),
+    what = [gcc_version(), torch.__version__, str(torch_header()), uses_cuda(arguments),
             [f.strip() for f in arguments.get("extra_cflags") or []]]
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:24]
 
@@ -102,7 +101,7 @@ def _make(where: Path, sig: str, make: Callable[[Path], bool]) -> None:
                 made = make_dir(staging / HEADER.parent) / (HEADER.name + ".gch")
                 if not make(made):
                     return
-                shutil.copyfile(Path(cpp_extension.include_paths("cpu")[0]) / HEADER, staging / HEADER)
+                shutil.copyfile(torch_header(), staging / HEADER)
                 for f in (made, staging / HEADER):
                     f.chmod(0o644)
                 make_dir(staging)

@@ -21,6 +21,14 @@ from typing import Any
 import torch.utils.cpp_extension as cpp_extension
 
 
+HEADER = Path("torch") / "extension.h"  # where it lies below an include directory
+
+
+def torch_header() -> Path:
+    """PyTorch's own torch/extension.h, the header precompiled."""
+    return Path(cpp_extension.include_paths("cpu")[0]) / HEADER
+
+
 def uses_cuda(arguments: dict[str, Any]) -> bool:
     """Whether load_inline builds these arguments with CUDA (its own rule: with_cuda, else any CUDA source)."""
     with_cuda = arguments.get("with_cuda")
@@ -35,8 +43,7 @@ def header_command(arguments: dict[str, Any], output: str) -> list[str]:
     user = [os.path.abspath(p.strip()) for p in arguments.get("extra_include_paths") or []]
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", *(f"-I{p}" for p in user), *(a for p in system for a in ("-isystem", p)),
              "-fPIC", "-std=c++20", *(f.strip() for f in arguments.get("extra_cflags") or [])]
-    header = os.path.join(cpp_extension.include_paths("cpu")[0], "torch", "extension.h")
-    return [cpp_extension.get_cxx_compiler(), "-x", "c++-header", *flags, header, "-o", output]
+    return [cpp_extension.get_cxx_compiler(), "-x", "c++-header", *flags, str(torch_header()), "-o", output]
 
 
 def main() -> None:

@@ -209,12 +209,13 @@ def heat(device: torch.device, min_s: float, max_s: float) -> dict[str, Any]:
     has settled: at least `min_s` seconds, then until the readings of the last `_SETTLE_WINDOW_S` vary by
     under `_SETTLE_SPREAD`, at most `max_s` seconds. The clock is the SM clock on CUDA (NVML), the
     current CPU's frequency on the CPU (cpufreq), where either can be read; unread, it heats `min_s`.
-    Returns the seconds it heated and the readings at the end (clock_info)."""
+    Returns the seconds it heated, the readings at the end (clock_info) and the clock it settled at."""
     cuda = device.type == "cuda"
     n = 8192 if cuda else 512
     a = torch.randn(n, n, device=device, dtype=torch.float16 if cuda else torch.float32)
     out = torch.empty_like(a)
     readings: list[tuple[float, float]] = []
+    mhz = None
     t0 = time.monotonic()
     while (elapsed := time.monotonic() - t0) < max_s:
         for _ in range(8):
@@ -232,7 +233,7 @@ def heat(device: torch.device, min_s: float, max_s: float) -> dict[str, Any]:
                 and max(window) - min(window) <= _SETTLE_SPREAD * max(window):
             break
     del a, out
-    return {"heat_s": time.monotonic() - t0, **clock_info(), "clock_mhz": _clock_mhz(cuda)}
+    return {"heat_s": time.monotonic() - t0, **clock_info(), "clock_mhz": mhz}
 
 
 _SETTLE_WINDOW_S = 2.0
