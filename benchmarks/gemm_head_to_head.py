@@ -28,25 +28,28 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hgemm import ShapeRow, record_baselines, summary, template_runs, vs_tunableop  # noqa: E402
+from hgemm import ShapeRow, summary, template_runs, vs_tunableop  # noqa: E402
 
-from kernelcraft.judge import SCENARIOS, Job, Judge, JudgeConfig, LocalPool, Verdict, describe_device  # noqa: E402
+from kernelcraft.judge import (SCENARIOS, Executor, Job, JudgeConfig, Result, Verdict, baseline_kind,  # noqa: E402
+                               describe_device, open_executor)
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
 from kernelcraft.search import best_attempt  # noqa: E402
-from kernelcraft.store import Store  # noqa: E402
+from kernelcraft.store import Store, baselines_job, record_baselines  # noqa: E402
 from kernelcraft.tasks import Shape, hgemm_task  # noqa: E402
 
 RUN_KIND = "eval-suite"  # what `pack build` and `runs list` read an imported set's verdicts as
 SIDES = {"cuda-l2": "cuda-l2 (import-kernels)", "kernelcraft": "the template search's best (optimize)"}
-# Every scenario; the sustained one heats the device at least 3 s (it stays hot from one evaluation to the next).
-CONFIG = {"timing": {"server": True, "sustained": True, "sustained_min_heat_s": 3.0}}
+# Every scenario. The sustained one heats the device 3-10 s: it stays hot from one evaluation to the next, and a
+# clock that never settles within 2% (a GPU at its power limit may wander) must not cost 30 s a verdict.
+CONFIG = {"timing": {"server": True, "sustained": True, "sustained_min_heat_s": 3.0, "sustained_heat_s": 10.0}}
 
 
 def stratified(shapes: list[Shape], count: int) -> list[Shape]:
@@ -90,39 +93,60 @@ def our_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> lis
     return jobs
 
 
-def judge_side(args: argparse.Namespace, side: str, shapes: list[Shape], deadline: float) -> int:
+def in_window(pool: Executor, jobs: list[Job], deadline: float, done: Callable[[Result], None]) -> None:
+    """Run `jobs` on `pool` with twice its workers in flight, refilled as each ends; none starts past `deadline`."""
+    waiting, running = list(jobs), set()
+    while waiting or running:
+        while waiting and len(running) < 2 * pool.workers and time.monotonic() < deadline:
+            running.add(pool.submit(waiting.pop(0)))
+        if not running:
+            break
+        finished, running = wait(running, return_when=FIRST_COMPLETED)
+        for f in finished:
+            done(f.result())
+
+
+def time_baselines(pool: Executor, store: Store, shapes: list[Shape], device_name: str, deadline: float) -> int:
+    """torch.matmul's and TunableOp's times in every scenario for shapes that lack them on this device, a job per
+    shape spread over the pool's GPUs (each a trusted run on one GPU, so a TunableOp ratio never mixes two)."""
+    jobs = []
+    for s in shapes:
+        task, have = hgemm_task(s), store.baselines(f"hgemm/{s}", device_name)
+        missing = tuple(sc for sc in SCENARIOS
+                        if not {baseline_kind("reference", sc), baseline_kind("tunableop", sc)} <= set(have))
+        if missing:
+            store.put_task(task)
+            jobs.append(baselines_job(task, compiled=False, tunableop=True, scenarios=missing))
+    timed = []
+    in_window(pool, jobs, deadline, lambda r: timed.append(record_baselines(store, pool.device, r)))
+    return sum(1 for t in timed if t)
+
+
+def judge_side(pool: Executor, store: Store, args: argparse.Namespace, side: str, shapes: list[Shape],
+               deadline: float) -> int:
     """Judge one side's kernels for shapes its run lacks on this device; no new one starts past `deadline`."""
-    device_name = describe_device("cuda").name
-    with Store(args.workspace) as store:
-        run_id = head_to_head_run(store, side)
-        done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == device_name}
-        jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
-        origins = {j.tag: origin for j, origin in jobs}
-        todo = [j for j, _ in jobs if j.task.key not in done]
-        judged = 0
-        with LocalPool("cuda", cache_dir=store.cache_dir, config=JudgeConfig().with_overrides(CONFIG),
-                       workers=args.workers) as pool:
-            # a window of jobs in flight, refilled as each ends: none starts past the deadline
-            waiting, running = list(todo), set()
-            while waiting or running:
-                while waiting and len(running) < 2 * pool.workers and time.monotonic() < deadline:
-                    running.add(pool.submit(waiting.pop(0)))
-                if not running:
-                    break
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    r = f.result()
-                    if r.verdict is not None:
-                        store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id, origin=origins[r.job.tag])
-                        judged += 1
-                        print(f"[h2h {side}] {r.job.task.key}: {r.verdict.summary()}", flush=True)
-                    else:
-                        print(f"[h2h {side}] {r.job.task.key}: task error: {r.error}", flush=True)
+    run_id = head_to_head_run(store, side)
+    done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == pool.description.name}
+    jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
+    origins = {j.tag: origin for j, origin in jobs}
+    judged = 0
+
+    def record(r: Result) -> None:
+        nonlocal judged
+        if r.verdict is None:
+            print(f"[h2h {side}] {r.job.task.key}: task error: {r.error}", flush=True)
+            return
+        store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id, origin=origins[r.job.tag])
+        judged += 1
+        print(f"[h2h {side}] {r.job.task.key}: {r.verdict.summary()}", flush=True)
+
+    in_window(pool, [j for j, _ in jobs if j.task.key not in done], deadline, record)
     return judged
 
 
 def failed_check(v: Verdict) -> str:
-    """Which check an incorrect verdict failed, from its message."""
+    """Which check an incorrect verdict failed, from its message (the timed calls' output: a kernel whose output
+    was not ready, or wrong, when its stream's work was done)."""
     if v.correct:
         return ""
     m = v.message
@@ -132,6 +156,8 @@ def failed_check(v: Verdict) -> str:
         return "guard zones"
     if m.startswith("seed"):
         return "tolerance (random inputs)"
+    if "timed call" in m:
+        return "timed calls' output"
     return v.status.value
 
 
@@ -161,7 +187,7 @@ def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[S
         if key in verdicts:
             v = store.verdict(verdicts[key].id)
             origin = origin_of(store.candidate_source(verdicts[key].id)) or {}
-            row.update(status=v.status.value, check=failed_check(v), flags=[f.code for f in v.flags],
+            row.update(status=v.status.value, check=failed_check(v), flags=list(dict.fromkeys(f.code for f in v.flags)),
                        accumulator=origin.get("accumulator", ""),
                        vs_matmul=v.speedup if v.correct else None, significant=v.correct and v.significant and (v.speedup or 0) > 1,
                        message=v.message[:160])
@@ -191,16 +217,16 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
         theirs = side_rows(store, head_to_head_run(store, "cuda-l2", make=False), device_name, shapes)
         ours = {r["shape"]: r for r in side_rows(store, head_to_head_run(store, "kernelcraft", make=False), device_name, shapes)}
     f = lambda x: f"{x:.2f}x" if x else "-"  # noqa: E731
-    print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>6}{'vs mm':>8}{'srv':>8}{'sus':>8}{'vs tuned':>9}{'claimed':>9}"
+    print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>10}{'vs mm':>8}{'srv':>8}{'sus':>8}{'vs tuned':>9}{'claimed':>9}"
           f"{'ours vs mm':>11}{'srv':>8}{'sus':>8}{'MHz':>6}  check / flags")
     for row in theirs:
         o = ours.get(row["shape"], {})
         c = claims.get(row["shape"], {})
         mhz = row.get("sustained_clock_mhz") or o.get("sustained_clock_mhz")
-        print(f"{row['shape']:<18}{row.get('status', 'not judged'):>16}{row.get('accumulator', ''):>6}"
+        print(f"{row['shape']:<18}{row.get('status', 'not judged'):>16}{row.get('accumulator', ''):>10}"
               f"{f(row.get('vs_matmul')):>8}{f(row.get('vs_matmul_server')):>8}{f(row.get('vs_matmul_sustained')):>8}"
               f"{f(row.get('vs_tunableop_offline')):>9}{f(c.get('offline')):>9}{f(o.get('vs_matmul')):>11}"
-              f"{f(o.get('vs_matmul_server')):>8}{f(o.get('vs_matmul_sustained')):>8}{mhz or '-':>6}  "
+              f"{f(o.get('vs_matmul_server')):>8}{f(o.get('vs_matmul_sustained')):>8}{f'{mhz:.0f}' if mhz else '-':>6}  "
               f"{row.get('check', '')} {','.join(row.get('flags', []))}")
     judged = [r for r in theirs if "status" in r]
     statuses = Counter(r["status"] for r in judged)
@@ -235,7 +261,8 @@ def main() -> None:
     ap.add_argument("--parts", default="import,report", help="import (baselines, then the imported kernels), ours "
                                                                "(the template search's best kernels), report.")
     ap.add_argument("--budget-wall-s", type=float, default=420.0)
-    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--gpus", default="all", help="The GPUs to judge on: all, or indices such as 0,1.")
+    ap.add_argument("--workers", type=int, help="Evaluations at once per GPU (default: the pool's own choice).")
     ap.add_argument("--device-name", help="report: the device whose numbers to show (default: this machine's GPU).")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
@@ -243,17 +270,20 @@ def main() -> None:
     shapes = stratified(set_shapes(args.set), args.sample)
     (args.out / "head_to_head_shapes.txt").write_text(",".join(map(str, shapes)))
     start = time.monotonic()
-    if "import" in args.parts:
-        with Store(args.workspace) as store:
-            judge = Judge("cuda", cache_dir=store.cache_dir, config=JudgeConfig().with_overrides(CONFIG))
-            timed = record_baselines(store, judge, [hgemm_task(s) for s in shapes], describe_device("cuda").name,
-                                     start + args.budget_wall_s * 0.35, SCENARIOS)
-            judge.close()
-        print(f"baselines timed this slice: {timed} (shape, scenario) pairs", flush=True)
-        print(f"imported kernels judged this slice: {judge_side(args, 'cuda-l2', shapes, start + args.budget_wall_s)}", flush=True)
-    if "ours" in args.parts:
-        print(f"kernelcraft's kernels judged this slice: {judge_side(args, 'kernelcraft', shapes, start + args.budget_wall_s)}",
-              flush=True)
+    if "import" in args.parts or "ours" in args.parts:
+        with Store(args.workspace) as store, open_executor("cuda", cache_dir=store.cache_dir, gpus=args.gpus,
+                                                           config=JudgeConfig().with_overrides(CONFIG),
+                                                           workers=args.workers) as pool:
+            print(f"judging on {pool.description.name}, GPUs {pool.device_indices}, {pool.workers} workers", flush=True)
+            if "import" in args.parts:
+                # the kernels first: their speedups over torch.matmul are measured with them; TunableOp's ratios after
+                judged = judge_side(pool, store, args, "cuda-l2", shapes, start + args.budget_wall_s * 0.6)
+                print(f"imported kernels judged this slice: {judged}", flush=True)
+                timed = time_baselines(pool, store, shapes, pool.description.name, start + args.budget_wall_s)
+                print(f"baselines timed this slice: {timed} shapes", flush=True)
+            if "ours" in args.parts:
+                judged = judge_side(pool, store, args, "kernelcraft", shapes, start + args.budget_wall_s)
+                print(f"kernelcraft's kernels judged this slice: {judged}", flush=True)
     if "report" in args.parts:
         report(args, shapes, args.device_name or describe_device("cuda").name)
 

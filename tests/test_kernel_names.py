@@ -23,13 +23,18 @@ CUTLASS_STYLE = "_ZN7cutlass13device_kernelINS_4gemm2OpIfLi3EEEEEvPfT_"
 LONG = "_Z11long_kernelISt16integer_sequenceIiJ" + "".join(f"Li{i}E" for i in range(300)) + "EEEvPfT_"
 # cuBLAS's kernel of the same family, with other template arguments: not in the candidate's binary.
 CUBLAS_STYLE = "void cutlass::device_kernel<cutlass::gemm::Op<float, 4> >(float*, cutlass::gemm::Op<float, 4>)"
+# A kernel of internal linkage (CUTLASS 4 declares its device_kernel `static`): its launch stub is mangled with an
+# `L` before its name ('_ZN7cutlassL13static_kernel...'), the name the profiler gives has none (as a CUDA-L2
+# GemmUniversal kernel showed on an H200).
+STATIC_STYLE = "_ZN7cutlass13static_kernelINS_4gemm2OpIfLi3EEEEEvPfT_"
 
 
 # g++ mangles as nvcc's host side does: the launch stub of a kernel is a function of the kernel's own name.
 SOURCE = """
 #include <utility>
 namespace cutlass { namespace gemm { template <class T, int N> struct Op { T scale; }; }
-template <class Op> void device_kernel(float* x, Op op) { x[0] *= op.scale; } }
+template <class Op> void device_kernel(float* x, Op op) { x[0] *= op.scale; }
+template <class Op> static void static_kernel(float* x, Op op) { x[0] -= op.scale; } }
 namespace kc { void ns_kernel(float* x) { x[0] += 2; } }
 template <class S> void long_kernel(float* x, S) { x[0] += 1; }
 // A library kernel's mangled name planted as a string (adjacent literals, as one) is no symbol.
@@ -37,6 +42,7 @@ extern const char* planted;
 const char* planted = "_ZN7cutlass13device_kernelINS_4gemm2OpIfLi4EEEEEvPfT_" "";
 void run(float* x) {
   cutlass::device_kernel(x, cutlass::gemm::Op<float, 3>{2.f});
+  cutlass::static_kernel(x, cutlass::gemm::Op<float, 3>{2.f});
   kc::ns_kernel(x);
   long_kernel(x, std::make_integer_sequence<int, 300>{});
 }
@@ -60,6 +66,7 @@ def test_a_kernel_is_known_by_its_mangled_name_or_its_demangled_one(shared_objec
     assert demangled.startswith("void cutlass::device_kernel<cutlass::gemm::Op<float, 3>")
     assert compiled.holds(demangled) and compiled.holds(CUTLASS_STYLE) and compiled.holds(LONG)
     assert compiled.holds(torch._C._demangle("_ZN2kc9ns_kernelEPf"))
+    assert compiled.holds(STATIC_STYLE) and compiled.holds(torch._C._demangle(STATIC_STYLE))
     assert not compiled.holds(CUBLAS_STYLE), "a planted string counted as a compiled kernel"
     assert not compiled.holds("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT")
 
@@ -105,14 +112,17 @@ def test_nvcc_gives_every_kernel_it_compiles_a_function_symbol_of_its_mangled_na
     source = tmp_path / "k.cu"
     source.write_text(
         "namespace cutlass { namespace gemm { template <class T, int N> struct Op { T scale; }; }\n"
-        "template <class Op> __global__ void device_kernel(float* x, Op op) { x[threadIdx.x] *= op.scale; } }\n"
+        "template <class Op> __global__ void device_kernel(float* x, Op op) { x[threadIdx.x] *= op.scale; }\n"
+        "template <class Op> static __global__ void static_kernel(float* x, Op op) { x[threadIdx.x] -= op.scale; } }\n"
         "namespace kc { __global__ void ns_kernel(float* x) { x[threadIdx.x] += 2; } }\n"
         "void run(float* x) {\n"
         "  cutlass::device_kernel<<<1, 32>>>(x, cutlass::gemm::Op<float, 3>{2.f});\n"
+        "  cutlass::static_kernel<<<1, 32>>>(x, cutlass::gemm::Op<float, 3>{2.f});\n"
         "  kc::ns_kernel<<<1, 32>>>(x);\n}\n")
     subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-o", str(tmp_path / "k.so"), str(source)], check=True,
                    capture_output=True, timeout=300)
     compiled = CompiledKernels()
     compiled.add_binary(tmp_path / "k.so")
     assert compiled.holds(torch._C._demangle(CUTLASS_STYLE)) and compiled.holds("kc::ns_kernel(float*)")
+    assert compiled.holds(STATIC_STYLE), "a static kernel's name as the profiler gives it"
     assert not compiled.holds(CUBLAS_STYLE)

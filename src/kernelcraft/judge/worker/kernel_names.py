@@ -105,5 +105,9 @@ class CompiledKernels:
         """Whether a kernel the profiler named `profiled` (mangled or demangled) was compiled into one of the binaries."""
         if profiled not in self._answers:
             mangled = self._by_function.get(kernel_identifier(profiled)[1], set())
-            self._answers[profiled] = profiled in mangled or any(torch._C._demangle(m) == profiled for m in mangled)
+            # Compared demangled: a kernel of internal linkage (CUTLASS's `static` device_kernel) has a launch stub
+            # mangled with an `L` before its name ('_ZN7cutlassL13device_kernel...') that the profiler's name
+            # ('_ZN7cutlass13device_kernel...') lacks; demangled, both are 'void cutlass::device_kernel<...>(...)'.
+            wanted = torch._C._demangle(profiled)
+            self._answers[profiled] = profiled in mangled or any(torch._C._demangle(m) == wanted for m in mangled)
         return self._answers[profiled]
