@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hgemm import ShapeRow, summary, template_runs, vs_tunableop  # noqa: E402
 
-from kernelcraft.judge import (SCENARIOS, Executor, Job, JudgeConfig, Result, Verdict, baseline_kind,  # noqa: E402
-                               describe_device, open_executor)
+from kernelcraft.judge import (JUDGE_VERSION, SCENARIOS, Executor, Job, JudgeConfig, Result, Verdict,  # noqa: E402
+                               baseline_kind, describe_device, open_executor)
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
@@ -124,10 +124,15 @@ def time_baselines(pool: Executor, store: Store, shapes: list[Shape], device_nam
 
 def judge_side(pool: Executor, store: Store, args: argparse.Namespace, side: str, shapes: list[Shape],
                deadline: float) -> int:
-    """Judge one side's kernels for shapes its run lacks on this device; no new one starts past `deadline`."""
+    """Judge one side's kernels for shapes its run lacks a current verdict of on this device (one of this judge
+    version, of the same source: a judge or wrapper fixed since judges them again); no new one starts past
+    `deadline`."""
     run_id = head_to_head_run(store, side)
-    done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == pool.description.name}
     jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
+    sources = {j.task.key: j.source for j, _ in jobs}
+    done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == pool.description.name
+            and store.verdict(v.id).env.get("judge_version") == JUDGE_VERSION
+            and store.candidate_source(v.id) == sources.get(v.task_key)}
     origins = {j.tag: origin for j, origin in jobs}
     judged = 0
 

@@ -1,6 +1,6 @@
 """A published kernel set wrapped as candidates (`import-kernels`): a two-file fake of CUDA-L2's layout, written
 here. Each kernel becomes a module defining ModelNew for its shape, its origin and license in KERNEL_ORIGIN, the
-column-major copy of B made in forward; what the set lacks is counted, and bad input is one line. The real set is
+column-major copy of B made in forward where the kernel reads it; what the set lacks is counted, and bad input is one line. The real set is
 judged on the GPU (tests/test_import_kernels_gpu.py)."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ ENTRY = """
 void cuda_l2_h100_fp32(torch::Tensor a, torch::Tensor b,
                        torch::Tensor b_col_major, torch::Tensor c) {{
   // {atom}
-  c.copy_(torch::matmul(a, b));
+  CHECK_TORCH_TENSOR_SHAPE(b_col_major, b.size(0), b.size(1))
+  c.copy_(torch::matmul(a, {read}));
 }}
 """
 MIT = "MIT License\n\nCopyright (c) 2025 someone\n\nPermission is hereby granted, free of charge, to any person..."
@@ -35,8 +36,10 @@ def fake_set(root: Path) -> Path:
     kernels = root / "kernels" / "h100_F32F16F16F32"
     kernels.mkdir(parents=True)
     (root / "LICENSE.txt").write_text(MIT)
-    (kernels / "64_128_256.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F16F16F16F16_TN;"))
-    (kernels / "128_128_128.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F32F16F16F32_TN;"))
+    # the first reads B's column-major copy, the second only checks its shape (as 223 of the real 1,000 do)
+    (kernels / "64_128_256.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F16F16F16F16_TN;",
+                                                        read="b_col_major.view({b.size(1), b.size(0)}).t()"))
+    (kernels / "128_128_128.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F32F16F16F32_TN;", read="b"))
     (kernels / "README.md").write_text("not a kernel")
     return kernels
 
@@ -56,7 +59,16 @@ def test_each_kernel_becomes_a_candidate_that_names_its_origin(tmp_path: Path) -
     assert origin["file"] == "kernels/h100_F32F16F16F32/64_128_256.cu"
     assert origin["accumulator"] == "fp16"  # an fp16-accumulating atom, whatever the folder's label says
     assert by_shape["128x128x128"].origin["accumulator"] == "fp32"
+    assert origin["layout"] == "B's column-major copy made in forward (timed)"
     assert check_source(k.source, enforce=True).ok  # what the judge will read first
+
+
+def test_a_kernel_that_reads_only_the_row_major_b_gets_no_copy_to_time(tmp_path: Path) -> None:
+    """A copy the kernel never reads would be timed as its work: B itself is passed (same dtype and shape)."""
+    (k,) = import_kernel_set("cuda-l2", fake_set(tmp_path), [Shape(128, 128, 128)]).kernels
+    assert "b.t().contiguous()" not in k.source and "b_col_major = b  #" in k.source
+    assert k.origin["layout"] == "B as given (row-major), no copy"
+    assert check_source(k.source, enforce=True).ok
 
 
 def test_shapes_the_set_lacks_are_counted_not_invented(tmp_path: Path) -> None:
