@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelcraft.judge import Judge, baseline_kind
+from kernelcraft.judge import Judge, LocalPool, baseline_kind
 from kernelcraft.judge.config import TimingConfig
 from kernelcraft.judge.worker.timing import Clock, heat, server_pause
+from kernelcraft.store import baselines_job
 from kernelcraft.tasks import load_task_file
 
 from .conftest import FAST
@@ -82,6 +83,14 @@ def test_baselines_are_recorded_per_scenario(tmp_path: Path, cache_dir: Path) ->
     one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--tunableop", cwd=tmp_path, cache=cache_dir))
     assert "sustained" in one_line_error(kc("baseline", "relu.py", "--device", "cpu", "--scenario", "busy", cwd=tmp_path,
                                             cache=cache_dir))
+
+
+def test_a_baselines_job_times_only_what_it_asks_for_in_each_scenario(cache_dir: Path) -> None:
+    """The head-to-head's baselines: eager (strict) in two scenarios, not eager at PyTorch's defaults."""
+    task = load_task_file(TASKS_DIR / "relu.py")
+    with LocalPool("cpu", cache_dir=cache_dir, config=FAST, workers=1) as pool:
+        result = pool.submit(baselines_job(task, compiled=False, scenarios=("offline", "server"), defaults=False)).result()
+    assert result.error is None and set(result.baselines or {}) == {"eager", "eager@server"}
 
 
 @pytest.mark.gpu

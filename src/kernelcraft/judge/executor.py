@@ -25,11 +25,13 @@ JobKind = Literal["evaluate", "self_check", "vet", "baselines"]
 
 @dataclass(frozen=True)
 class BaselineSpec:
-    """Which baselines a `baselines` job times: torch.compile too, TunableOp too, in which timing scenarios."""
+    """Which baselines a `baselines` job times: torch.compile too, TunableOp too, in which timing scenarios; with
+    `defaults`, eager at PyTorch's default precision too (and torch.compile at them: without, no compile)."""
 
     compiled: bool = True
     tunableop: bool = False
     scenarios: tuple[str, ...] = ("offline",)
+    defaults: bool = True
 
 
 @dataclass(frozen=True)
@@ -116,12 +118,13 @@ def _time_baselines(judge: Judge, task: Task, spec: BaselineSpec, warnings: list
     found: dict[str, TimingStats] = {}
     for scenario in spec.scenarios:
         try:
-            stats = judge.baseline(task, compiled=spec.compiled, tunableop=spec.tunableop, scenario=scenario)
+            stats = judge.baseline(task, compiled=spec.compiled, tunableop=spec.tunableop, scenario=scenario,
+                                   defaults=spec.defaults)
         except TaskRunError as e:
             warnings.append(f"{task.key}: baseline failed: {e}")
             if not spec.compiled:
                 continue
-            stats = judge.baseline(task, compiled=False, tunableop=spec.tunableop, scenario=scenario)
+            stats = judge.baseline(task, compiled=False, tunableop=spec.tunableop, scenario=scenario, defaults=spec.defaults)
         found.update({baseline_kind(side, scenario): s for side, s in stats.items()})
     return found
 

@@ -21,9 +21,9 @@ def _warn(message: str) -> None:
 
 
 def baselines_job(task: Task, compiled: bool = True, tunableop: bool = False,
-                  scenarios: Sequence[str] = ("offline",)) -> Job:
-    """The job that times `task`'s baselines on an executor."""
-    return Job(task, "", kind="baselines", baselines=BaselineSpec(compiled, tunableop, tuple(scenarios)))
+                  scenarios: Sequence[str] = ("offline",), defaults: bool = True) -> Job:
+    """The job that times `task`'s baselines on an executor (BaselineSpec says which)."""
+    return Job(task, "", kind="baselines", baselines=BaselineSpec(compiled, tunableop, tuple(scenarios), defaults))
 
 
 def record_baselines(store: Store, device: str, result: Result, warn: Callable[[str], None] = _warn) -> dict[str, float]:
