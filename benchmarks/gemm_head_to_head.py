@@ -10,6 +10,9 @@ One workspace holds everything, so it runs in slices of a few minutes and resume
     python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts ours --out $OUT       # its best, judged again
     python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts report --out $OUT     # no GPU needed
 
+`--family hgemm-wt` judges the same kernels with B given as the K-major weight W (C = A Wᵀ, as `nn.Linear` stores
+its weight, so no column-major copy is made), in runs of its own, reported apart; it has no search side.
+
 `import` judges each imported kernel once, `ours` the template search's best kernel for each shape, both under one
 judge configuration with all three scenarios, into the workspace's two eval-suite runs "head-to-head" (a pack can
 take the best of both, `pack build H2H_RUN H2H_OURS_RUN`). The report prints per shape the imported kernel's
@@ -43,7 +46,7 @@ from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
 from kernelcraft.search import best_attempt  # noqa: E402
 from kernelcraft.store import Store, baselines_job, record_baselines  # noqa: E402
-from kernelcraft.tasks import Shape, hgemm_task  # noqa: E402
+from kernelcraft.tasks import GEMM_FAMILIES, HGEMM_SUITE, Shape, hgemm_task  # noqa: E402
 
 RUN_KIND = "eval-suite"  # what `pack build` and `runs list` read an imported set's verdicts as
 SIDES = {"cuda-l2": "cuda-l2 (import-kernels)", "kernelcraft": "the template search's best (optimize)"}
@@ -64,24 +67,27 @@ def set_shapes(path: Path) -> list[Shape]:
     return [Shape(*map(int, f.stem.split("_"))) for f in path.glob("*_*_*.cu")]
 
 
-def head_to_head_run(store: Store, side: str, make: bool = True) -> str | None:
-    """The workspace's head-to-head run of one side (made on first use; judging more shapes later adds to it)."""
-    runs = [r for r in store.runs(RUN_KIND) if r.args.get("head_to_head") == side]
+def head_to_head_run(store: Store, side: str, family: str, make: bool = True) -> str | None:
+    """The workspace's head-to-head run of one side on one task family (made on first use; judging more shapes later
+    adds to it)."""
+    runs = [r for r in store.runs(RUN_KIND) if r.args.get("head_to_head") == side
+            and r.args.get("suite", HGEMM_SUITE) == family]
     if runs or not make:
         return runs[-1].id if runs else None
-    return store.start_run(RUN_KIND, {"suite": "hgemm", "solutions": SIDES[side], "head_to_head": side})
+    return store.start_run(RUN_KIND, {"suite": family, "solutions": SIDES[side], "head_to_head": side})
 
 
 def imported_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> list[tuple[Job, str]]:
     """CUDA-L2's kernel for each shape the set has, with its origin (the file)."""
-    return [(Job(hgemm_task(k.shape), k.source, tag=k.task_key), str(k.path))
-            for k in import_kernel_set("cuda-l2", args.set, shapes).kernels]
+    return [(Job(hgemm_task(k.shape, args.family), k.source, tag=k.task_key), str(k.path))
+            for k in import_kernel_set("cuda-l2", args.set, shapes, args.family).kernels]
 
 
 def our_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> list[tuple[Job, str]]:
-    """The newest template search run's best verified kernel for each shape it has one for (on this device)."""
+    """The newest template search run's best verified kernel for each shape it has one for (on this device; the
+    search makes hgemm's kernels only)."""
     runs = template_runs(store, describe_device("cuda").name)
-    if not runs:
+    if not runs or args.family != HGEMM_SUITE:
         return []
     wanted = {f"hgemm/{s}": s for s in shapes}
     jobs = []
@@ -106,12 +112,14 @@ def in_window(pool: Executor, jobs: list[Job], deadline: float, done: Callable[[
             done(f.result())
 
 
-def time_baselines(pool: Executor, store: Store, shapes: list[Shape], device_name: str, deadline: float) -> int:
+def time_baselines(pool: Executor, store: Store, shapes: list[Shape], family: str, device_name: str,
+                   deadline: float) -> int:
     """torch.matmul's and TunableOp's times in every scenario for shapes that lack them on this device, a job per
     shape spread over the pool's GPUs (each a trusted run on one GPU, so a TunableOp ratio never mixes two)."""
     jobs = []
     for s in shapes:
-        task, have = hgemm_task(s), store.baselines(f"hgemm/{s}", device_name)
+        task = hgemm_task(s, family)
+        have = store.baselines(task.key, device_name)
         missing = tuple(sc for sc in SCENARIOS
                         if not {baseline_kind("reference", sc), baseline_kind("tunableop", sc)} <= set(have))
         if missing:
@@ -128,7 +136,7 @@ def judge_side(pool: Executor, store: Store, args: argparse.Namespace, side: str
     """Judge one side's kernels for shapes its run lacks a current verdict of on this device (one of this judge
     version, of the same source: a judge or wrapper fixed since judges them again); no new one starts past
     `deadline`."""
-    run_id = head_to_head_run(store, side)
+    run_id = head_to_head_run(store, side, args.family)
     jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
     sources = {j.task.key: j.source for j, _ in jobs}
     done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == pool.description.name
@@ -181,14 +189,14 @@ def claimed(set_path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[Shape]) -> list[dict]:
+def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[Shape], family: str) -> list[dict]:
     """Per shape, one side's verdict on `device_name` in its head-to-head run (none judged yet: no run), with
     its speedups over torch.matmul and TunableOp in each scenario and the clock of its sustained rounds."""
     rows = []
     judged = store.verdicts(run_id=run_id) if run_id else []
     verdicts = {v.task_key: v for v in judged if v.device_name == device_name}
     for s in shapes:
-        key = f"hgemm/{s}"
+        key = f"{family}/{s}"
         row: dict = {"shape": str(s)}
         if key in verdicts:
             v = store.verdict(verdicts[key].id)
@@ -220,8 +228,10 @@ def shape_rows(rows: list[dict]) -> list[ShapeRow]:
 def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> None:
     claims = claimed(args.set)
     with Store(args.workspace) as store:
-        theirs = side_rows(store, head_to_head_run(store, "cuda-l2", make=False), device_name, shapes)
-        ours = {r["shape"]: r for r in side_rows(store, head_to_head_run(store, "kernelcraft", make=False), device_name, shapes)}
+        theirs = side_rows(store, head_to_head_run(store, "cuda-l2", args.family, make=False), device_name, shapes,
+                           args.family)
+        ours = {r["shape"]: r for r in side_rows(store, head_to_head_run(store, "kernelcraft", args.family, make=False),
+                                                 device_name, shapes, args.family)}
     f = lambda x: f"{x:.2f}x" if x else "-"  # noqa: E731
     print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>10}{'vs mm':>8}{'srv':>8}{'sus':>8}{'vs tuned':>9}{'claimed':>9}"
           f"{'ours vs mm':>11}{'srv':>8}{'sus':>8}{'MHz':>6}  check / flags")
@@ -237,7 +247,7 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
     judged = [r for r in theirs if "status" in r]
     statuses = Counter(r["status"] for r in judged)
     checks = Counter(r["check"] for r in judged if r["check"])
-    print(f"\n{device_name}; CUDA-L2 kernels judged {len(judged)}/{len(shapes)}: "
+    print(f"\n{device_name}; {args.family}: CUDA-L2 kernels judged {len(judged)}/{len(shapes)}: "
           + ", ".join(f"{n} {s}" for s, n in statuses.most_common()) + (f"; failed checks: {dict(checks)}" if checks else ""))
     mhz = [r["sustained_clock_mhz"] for r in [*judged, *ours.values()] if r.get("sustained_clock_mhz")]
     if mhz:
@@ -263,6 +273,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", type=Path, required=True, help="CUDA-L2's kernels/h100_F32F16F16F32 folder.")
     ap.add_argument("--sample", type=int, default=64)
+    ap.add_argument("--family", choices=list(GEMM_FAMILIES), default=HGEMM_SUITE,
+                    help="hgemm (B row-major), or hgemm-wt (B as the K-major weight W; reported apart, no search side).")
     ap.add_argument("--workspace", type=Path, default=Path("h2h-ws"))
     ap.add_argument("--parts", default="import,report", help="import (baselines, then the imported kernels), ours "
                                                                "(the template search's best kernels), report.")
@@ -285,7 +297,8 @@ def main() -> None:
                 # the kernels first: their speedups over torch.matmul are measured with them; TunableOp's ratios after
                 judged = judge_side(pool, store, args, "cuda-l2", shapes, start + args.budget_wall_s * 0.6)
                 print(f"imported kernels judged this slice: {judged}", flush=True)
-                timed = time_baselines(pool, store, shapes, pool.description.name, start + args.budget_wall_s)
+                timed = time_baselines(pool, store, shapes, args.family, pool.description.name,
+                                       start + args.budget_wall_s)
                 print(f"baselines timed this slice: {timed} shapes", flush=True)
             if "ours" in args.parts:
                 judged = judge_side(pool, store, args, "kernelcraft", shapes, start + args.budget_wall_s)

@@ -11,11 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelcraft.judge.static import check_source
 from kernelcraft.kernels.external import ImportFailed, import_kernel_set
 from kernelcraft.kernels.external.imported import origin_of
-from kernelcraft.tasks.hgemm import Shape
+from kernelcraft.tasks import resolve_target, resolve_task, shape_of
+from kernelcraft.tasks.hgemm import Shape, hgemm_task
 
 from .test_cli import kc, one_line_error
 
@@ -36,7 +38,7 @@ def fake_set(root: Path) -> Path:
     kernels = root / "kernels" / "h100_F32F16F16F32"
     kernels.mkdir(parents=True)
     (root / "LICENSE.txt").write_text(MIT)
-    # the first reads B's column-major copy, the second only checks its shape (as 223 of the real 1,000 do)
+    # the first reads B's column-major copy, the second only checks its shape (as 224 of the real 1,000 do)
     (kernels / "64_128_256.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F16F16F16F16_TN;",
                                                         read="b_col_major.view({b.size(1), b.size(0)}).t()"))
     (kernels / "128_128_128.cu").write_text(ENTRY.format(atom="using MMA = SM80_16x8x16_F32F16F16F32_TN;", read="b"))
@@ -71,6 +73,60 @@ def test_a_kernel_that_reads_only_the_row_major_b_gets_no_copy_to_time(tmp_path:
     assert check_source(k.source, enforce=True).ok
 
 
+class _FakeExtension:
+    """What a CUDA-L2 kernel does with its arguments, on the CPU: reads B row-major (its data pointer, so B must be
+    contiguous) or reads the column-major copy's bytes as B's in column-major order."""
+
+    def __init__(self, reads: str) -> None:
+        self.reads = reads
+
+    def __getattr__(self, entry: str):
+        def run(a: torch.Tensor, b: torch.Tensor, b_col_major: torch.Tensor, c: torch.Tensor) -> None:
+            k, n = b.shape
+            assert b_col_major.shape == (k, n), "the kernel's shape check"
+            if self.reads == "row":
+                assert b.is_contiguous(), "a kernel reading B's data pointer reads it row-major"
+                c.copy_(a @ b)
+            else:
+                assert b_col_major.is_contiguous()
+                c.copy_(a @ b_col_major.reshape(-1).view(n, k).t())
+        return run
+
+
+@pytest.mark.parametrize("family", ["hgemm", "hgemm-wt"])
+@pytest.mark.parametrize("shape, reads", [(Shape(64, 128, 256), "col"), (Shape(128, 128, 128), "row")])
+def test_the_wrapper_hands_each_kernel_b_as_it_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str,
+                                                         shape: Shape, reads: str) -> None:
+    """Run the wrapper's forward with the extension faked: whatever the family's input layout and whichever B the
+    kernel reads, it computes the task's product (a layout slip would be an honest kernel judged incorrect)."""
+    (k,) = import_kernel_set("cuda-l2", fake_set(tmp_path), [shape], family).kernels
+    assert k.task_key == f"{family}/{shape}"
+    monkeypatch.setattr("torch.utils.cpp_extension.load_inline", lambda *args, **kwargs: _FakeExtension(reads))
+    namespace: dict[str, object] = {}
+    exec(compile(k.source, "wrapped.py", "exec"), namespace)
+    model = namespace["ModelNew"]()
+    task = hgemm_task(shape, family)
+    a = torch.randn(shape.m, shape.k)
+    second = torch.randn(shape.k, shape.n) if family == "hgemm" else torch.randn(shape.n, shape.k)
+    expected = a @ second if family == "hgemm" else a @ second.t()
+    torch.testing.assert_close(model(a, second), expected)
+    reference: dict[str, object] = {}
+    exec(compile(task.source, "task.py", "exec"), reference)  # the task's own Model computes the same product
+    torch.testing.assert_close(reference["Model"]()(a, second), expected)
+    assert task.key == k.task_key and check_source(k.source, enforce=True).ok
+
+
+def test_the_weight_family_copies_only_what_a_kernel_reads(tmp_path: Path) -> None:
+    by_shape = {str(k.shape): k for k in import_kernel_set("cuda-l2", fake_set(tmp_path), family="hgemm-wt").kernels}
+    assert by_shape["64x128x256"].origin["layout"] == "W as B's column-major copy, no copy"
+    assert ".contiguous()" not in by_shape["64x128x256"].source
+    assert by_shape["128x128x128"].origin["layout"] == "B's row-major copy made from W in forward (timed)"
+    # its own tasks, by name or by suite, kept out of hgemm's packs and template search (which go by hgemm's shapes)
+    assert resolve_task("hgemm-wt/64x128x256").key == "hgemm-wt/64x128x256"
+    assert [t.key for t in resolve_target("hgemm-wt", shapes=["64x128x256"])] == ["hgemm-wt/64x128x256"]
+    assert shape_of(hgemm_task(Shape(64, 128, 256), "hgemm-wt")) is None
+
+
 def test_shapes_the_set_lacks_are_counted_not_invented(tmp_path: Path) -> None:
     imported = import_kernel_set("cuda-l2", fake_set(tmp_path), [Shape(64, 128, 256), Shape(32, 32, 32)])
     assert [str(k.shape) for k in imported.kernels] == ["64x128x256"]
@@ -95,6 +151,10 @@ def test_import_kernels_writes_an_eval_suite_folder(tmp_path: Path) -> None:
     assert manifest["origins"]["64x128x256"]["license"] == "MIT"
     assert "1 shape(s) asked have no kernel in the set, skipped: 8x8x8" in p.stdout
     assert "kernelcraft eval-suite hgemm" in p.stdout and "--shapes 64x128x256" in p.stdout
+    p = kc("import-kernels", "cuda-l2", str(kernels), "--out", str(tmp_path / "wt"), "--family", "hgemm-wt", "--json",
+           cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["eval_suite"].startswith("kernelcraft eval-suite hgemm-wt ")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -102,6 +162,7 @@ def test_import_kernels_writes_an_eval_suite_folder(tmp_path: Path) -> None:
     (["cuda-l2", "{missing}"], "no such directory"),
     (["cutlass-zoo", "{empty}"], "unknown kernel set 'cutlass-zoo'"),
     (["cuda-l2", "{kernels}", "--shapes", "64by128"], "--shapes"),
+    (["cuda-l2", "{kernels}", "--family", "sgemm"], "unknown task family 'sgemm'"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "empty").mkdir()

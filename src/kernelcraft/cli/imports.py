@@ -11,7 +11,7 @@ import typer
 
 from ..kernels.external import ImportFailed, import_kernel_set
 from ..tasks import TaskError
-from ..tasks.hgemm import parse_shapes
+from ..tasks.hgemm import HGEMM_SUITE, parse_shapes
 from .app import app
 from .common import JsonOpt, UsageError, out
 
@@ -23,15 +23,18 @@ def import_kernels(kernel_set: str = typer.Argument(..., metavar="SET", help="Th
                    path: Path = typer.Argument(..., help="Its kernels' folder, e.g. CUDA-L2/kernels/h100_F32F16F16F32."),
                    out_dir: Path = typer.Option(..., "--out", help="Where the wrapped candidates go (MxNxK.py each)."),
                    shapes: Optional[str] = typer.Option(None, "--shapes", help="Only these shapes, MxNxK,... (default: all the set has)."),
+                   family: str = typer.Option(HGEMM_SUITE, "--family", help="The tasks to wrap them for: hgemm (C = A @ B, "
+                                              "B row-major) or hgemm-wt (C = A @ W.T, W the N x K weight, as nn.Linear's)."),
                    as_json: bool = JsonOpt) -> None:
-    """Wrap each kernel of a published set as a candidate for its shape's task (hgemm/MxNxK), its origin and license in
-    the source (KERNEL_ORIGIN), any layout change it needs made in forward (timed). Judge them with eval-suite."""
+    """Wrap each kernel of a published set as a candidate for its shape's task (hgemm/MxNxK, or hgemm-wt/MxNxK), its
+    origin and license in the source (KERNEL_ORIGIN), any layout change it needs made in forward (timed). Judge them
+    with eval-suite."""
     try:
         asked = parse_shapes(shapes) if shapes is not None else None
     except TaskError as e:
         raise UsageError(f"--shapes: {e}") from None
     try:
-        imported = import_kernel_set(kernel_set, path, asked)
+        imported = import_kernel_set(kernel_set, path, asked, family)
     except ImportFailed as e:
         raise UsageError(str(e)) from None
     if out_dir.exists() and not out_dir.is_dir():
@@ -39,12 +42,12 @@ def import_kernels(kernel_set: str = typer.Argument(..., metavar="SET", help="Th
     out_dir.mkdir(parents=True, exist_ok=True)
     for k in imported.kernels:
         (out_dir / f"{k.shape}.py").write_text(k.source)
-    summary = {"set": kernel_set, "path": str(path), "kernels": len(imported.kernels),
+    summary = {"set": kernel_set, "path": str(path), "family": family, "kernels": len(imported.kernels),
                "missing": [str(s) for s in imported.missing],
                "origins": {str(k.shape): k.origin for k in imported.kernels}}
     (out_dir / MANIFEST).write_text(json.dumps(summary, indent=1))
     judged = ",".join(str(k.shape) for k in imported.kernels)
-    command = f"kernelcraft eval-suite hgemm {shlex.quote(str(out_dir))} --device cuda --shapes {judged}"
+    command = f"kernelcraft eval-suite {family} {shlex.quote(str(out_dir))} --device cuda --shapes {judged}"
     if as_json:
         print(json.dumps({**summary, "eval_suite": command}, indent=1))
         return

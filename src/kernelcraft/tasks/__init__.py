@@ -1,8 +1,10 @@
 """Tasks: reference modules in KernelBench format, their loaders, the bundled example suite and the hgemm suite."""
 
 from .hgemm import (
+    GEMM_FAMILIES,
     GRID_SIZES,
     HGEMM_SUITE,
+    HGEMM_WT_SUITE,
     Shape,
     aspect_class,
     grid,
@@ -30,8 +32,10 @@ from .user_module import task_from_module
 
 __all__ = [
     "EXAMPLES_SUITE",
+    "GEMM_FAMILIES",
     "GRID_SIZES",
     "HGEMM_SUITE",
+    "HGEMM_WT_SUITE",
     "Shape",
     "Task",
     "TaskError",

@@ -2,6 +2,10 @@
 per shape so that a kernel can be made for each. The shapes come from a grid, a stratified sample
 of it, a user's list, or the matmuls of a model (`shape_capture`).
 
+A second family, hgemm-wt, takes B as a weight stored K-major (W, N x K, as `nn.Linear` stores it: C = A Wᵀ,
+reference `F.linear`): a kernel that wants B column-major reads W as it is. Its tasks are reported apart from
+hgemm's and never go into its packs or its template search (`shape_of` knows only hgemm).
+
 Only the standard library here: the judge's worker imports this package on a bare GPU machine.
 """
 
@@ -18,8 +22,11 @@ from .loader import TaskError, task_from_source
 from .model import Task
 
 HGEMM_SUITE = "hgemm"
+HGEMM_WT_SUITE = "hgemm-wt"
 GRID_SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
-TEMPLATE = Path(__file__).parent / "templates" / "hgemm.py.tmpl"
+# Each GEMM family's task template, by suite name.
+GEMM_FAMILIES = {HGEMM_SUITE: Path(__file__).parent / "templates" / "hgemm.py.tmpl",
+                 HGEMM_WT_SUITE: Path(__file__).parent / "templates" / "hgemm_wt.py.tmpl"}
 _SHAPE_RE = re.compile(r"^(\d+)[xX](\d+)[xX](\d+)$")
 # Strata of `sample_grid`: volume M*N*K up to 1024^3 (latency-bound), up to 4096^3, above.
 _SMALL_VOLUME, _LARGE_VOLUME = 1024**3, 4096**3
@@ -115,27 +122,30 @@ def parse_shapes(text: str) -> list[Shape]:
     return shapes
 
 
-def hgemm_task(shape: Shape) -> Task:
-    """The task of one shape, key `hgemm/MxNxK`, loaded (and so checked) like any task file."""
+def hgemm_task(shape: Shape, family: str = HGEMM_SUITE) -> Task:
+    """The task of one shape, key `FAMILY/MxNxK` (hgemm or hgemm-wt), loaded (and so checked) like any task file."""
     if min(shape.m, shape.n, shape.k) <= 0:
         raise TaskError(f"shape {shape}: every dimension must be a positive integer")
-    source = Template(TEMPLATE.read_text()).substitute(m=shape.m, n=shape.n, k=shape.k, shape=str(shape))
-    return task_from_source(source, f"{HGEMM_SUITE}/{shape}", suite=HGEMM_SUITE)
+    if family not in GEMM_FAMILIES:
+        raise TaskError(f"unknown GEMM family {family!r}: known are {', '.join(GEMM_FAMILIES)}")
+    source = Template(GEMM_FAMILIES[family].read_text()).substitute(m=shape.m, n=shape.n, k=shape.k, shape=str(shape))
+    return task_from_source(source, f"{family}/{shape}", suite=family)
 
 
-def hgemm_tasks(sample: int | None = None, shapes: list[Shape] | None = None) -> list[Task]:
-    """The suite's tasks: the given shapes, a stratified sample of the grid, or the whole grid."""
+def hgemm_tasks(sample: int | None = None, shapes: list[Shape] | None = None, family: str = HGEMM_SUITE) -> list[Task]:
+    """A family's tasks: the given shapes, a stratified sample of the grid, or the whole grid."""
     if sample is not None and shapes is not None:
-        raise TaskError("choose the hgemm shapes by a sample or by a list, not both")
+        raise TaskError(f"choose the {family} shapes by a sample or by a list, not both")
     if shapes is not None and not shapes:
         raise TaskError("no shapes given")
     chosen = shapes if shapes is not None else sample_grid(sample) if sample is not None else grid()
-    return [hgemm_task(s) for s in dict.fromkeys(chosen)]
+    return [hgemm_task(s, family) for s in dict.fromkeys(chosen)]
 
 
 def is_hgemm_target(target: str) -> bool:
-    """Whether a command's target names this suite (a local folder `hgemm` of task files wins)."""
-    return target == HGEMM_SUITE and not list(Path(target).glob("*.py"))
+    """Whether a command's target names a GEMM family, hgemm or hgemm-wt (a local folder of task files of that
+    name wins)."""
+    return target in GEMM_FAMILIES and not list(Path(target).glob("*.py"))
 
 
 def shape_of(task: Task) -> Shape | None:

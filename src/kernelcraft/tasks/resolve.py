@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .hgemm import HGEMM_SUITE, Shape, hgemm_task, hgemm_tasks, is_hgemm_target, parse_shapes
+from .hgemm import GEMM_FAMILIES, Shape, hgemm_task, hgemm_tasks, is_hgemm_target, parse_shapes
 from .loader import EXAMPLES_DIR, EXAMPLES_SUITE, TaskError, load_suite, load_task_file, module_constants
 from .model import Task
 from .shape_capture import matmul_shapes
@@ -17,13 +17,14 @@ from .user_module import task_from_module
 
 def resolve_task(spec: str | Path) -> Task:
     """One task from a file path, a bundled example by name (`softmax_rows` or `examples/softmax_rows`),
-    or one shape of the GEMM suite (`hgemm/4096x4096x512`)."""
+    or one shape of a GEMM family (`hgemm/4096x4096x512`, `hgemm-wt/4096x4096x512`)."""
     p = Path(spec)
     if p.is_file():
         return load_task_file(p)
-    if str(spec).startswith("hgemm/") and not p.exists():
-        (shape,) = parse_shapes(str(spec).removeprefix("hgemm/"))
-        return hgemm_task(shape)
+    family, _, rest = str(spec).partition("/")
+    if family in GEMM_FAMILIES and rest and not p.exists():
+        (shape,) = parse_shapes(rest)
+        return hgemm_task(shape, family)
     name = str(spec).removeprefix(f"{EXAMPLES_SUITE}/")
     bundled = EXAMPLES_DIR / f"{name}.py"
     if "/" not in name and bundled.is_file():
@@ -100,7 +101,7 @@ def resolve_target(target: str, *, device: str = "cpu", sets: Sequence[str] = ()
                            init_inputs=init_inputs, sets=sets)
     sizes = parse_sizes(sets)
     if is_hgemm_target(target):
-        tasks = hgemm_tasks(sample=sample, shapes=listed)
+        tasks = hgemm_tasks(sample=sample, shapes=listed, family=target)
     elif is_module_target(target) and inputs is None:
         raise TaskError(f"{target}: a module target needs --inputs PATH.py:FN (a function making example inputs)")
     elif is_module_target(target):
@@ -116,9 +117,9 @@ def resolve_target(target: str, *, device: str = "cpu", sets: Sequence[str] = ()
 
 def _names_one_task(target: str) -> bool:
     """Whether a target that is no file names one task: a bundled example (`softmax_rows`, `examples/softmax_rows`)
-    or an hgemm shape (`hgemm/64x64x64`); any other path is a suite, and a missing one says so."""
+    or a GEMM family's shape (`hgemm/64x64x64`); any other path is a suite, and a missing one says so."""
     head, _, rest = target.partition("/")
-    return not rest or (head in (EXAMPLES_SUITE, HGEMM_SUITE) and "/" not in rest)
+    return not rest or ((head == EXAMPLES_SUITE or head in GEMM_FAMILIES) and "/" not in rest)
 
 
 __all__ = ["is_module_target", "parse_sizes", "resolve_target", "resolve_task", "select_shapes", "sized_task"]

@@ -1,8 +1,9 @@
 """CUDA-L2's per-shape HGEMM kernels (github.com/deepreinforce-ai/CUDA-L2, MIT): one `M_N_K.cu` per shape, each
 defining `void NAME(torch::Tensor a, torch::Tensor b, torch::Tensor b_col_major, torch::Tensor c)` that writes
 A @ B into c. Their harness makes `b_col_major` (B's column-major copy) before its timer starts; the wrapper
-makes it in `forward`, so the judge times it as part of the kernel's work, where the kernel reads it (one that
-reads only the row-major B gets B itself, no copy). Compiled with `load_inline` against
+makes any copy the kernel reads in `forward`, so the judge times it as part of the kernel's work (one that reads
+only the row-major B gets B itself, no copy). For hgemm-wt, whose B is the K-major weight W, W is the column-major
+copy as it is. Compiled with `load_inline` against
 CUTLASS's headers (the `cutlass` extra), for Hopper (sm_90a)."""
 
 from __future__ import annotations
@@ -19,10 +20,21 @@ from ..templates import package_template
 
 REPOSITORY = "https://github.com/deepreinforce-ai/CUDA-L2"
 _FILE = re.compile(r"^(\d+)_(\d+)_(\d+)\.cu$")
-_ENTRY = re.compile(r"\bvoid\s+([A-Za-z_]\w*)\s*\(\s*torch::Tensor\s+\w+\s*,\s*torch::Tensor\s+\w+\s*,"
+_ENTRY = re.compile(r"\bvoid\s+([A-Za-z_]\w*)\s*\(\s*torch::Tensor\s+\w+\s*,\s*torch::Tensor\s+(\w+)\s*,"
                     r"\s*torch::Tensor\s+(\w+)\s*,\s*torch::Tensor\s+\w+\s*\)\s*\{")
-# A line that only checks a tensor's dtype or shape (CUDA-L2's CHECK_TORCH_TENSOR_* macros) reads none of its data.
+# A line that only checks a tensor's dtype or shape (CUDA-L2's CHECK_TORCH_TENSOR_* macros) reads none of its data,
+# nor does asking a tensor for its metadata.
 _CHECK_LINE = re.compile(r"^\s*CHECK_TORCH_TENSOR_\w+\s*\(")
+_METADATA = (r"\s*\.\s*(?:size|sizes|stride|strides|dim|numel|scalar_type|dtype|device|options|is_contiguous|is_cuda)"
+             r"\s*\(")
+LAYOUTS = {  # by family, then by what the kernel reads: (reads the row-major B, reads the column-major copy)
+    "hgemm": {(True, True): "B's column-major copy made in forward (timed)",
+              (False, True): "B's column-major copy made in forward (timed)",
+              (True, False): "B as given (row-major), no copy", (False, False): "B as given (row-major), no copy"},
+    "hgemm-wt": {(True, True): "W as B's column-major copy; B's row-major copy made in forward (timed)",
+                 (True, False): "B's row-major copy made from W in forward (timed)",
+                 (False, True): "W as B's column-major copy, no copy", (False, False): "W as B's column-major copy, no copy"},
+}
 # How a kernel names its accumulator, and which each gives: CuTe MMA atoms, PTX mma instructions, WMMA accumulator
 # fragments, CUTLASS's ElementAccumulator (the set is labelled "F32F16F16F32", 32-bit accumulation, yet some of its
 # kernels accumulate in 16 bits).
@@ -41,10 +53,10 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-DNDEBUG", "-U__CUDA_NO_HALF_OPERATORS__", "
               "--expt-extended-lambda", "--use_fast_math", "-gencode=arch=compute_90a,code=sm_90a"]
 
 
-def import_cuda_l2(path: Path, shapes: list[Shape] | None = None) -> KernelSetImport:
-    """The kernels under `path` (a folder such as `kernels/h100_F32F16F16F32`), wrapped; `shapes`: only these.
-    Raises ImportFailed when the folder holds no kernel, a kernel lacks its entry point, or CUTLASS's headers
-    are missing."""
+def import_cuda_l2(path: Path, shapes: list[Shape] | None = None, family: str = "hgemm") -> KernelSetImport:
+    """The kernels under `path` (a folder such as `kernels/h100_F32F16F16F32`), wrapped for `family`'s tasks (hgemm:
+    B given row-major; hgemm-wt: B given as the K-major weight W); `shapes`: only these. Raises ImportFailed when the
+    folder holds no kernel, a kernel lacks its entry point, or CUTLASS's headers are missing."""
     found = {}
     for f in sorted(path.iterdir()):
         m = _FILE.match(f.name)
@@ -61,11 +73,12 @@ def import_cuda_l2(path: Path, shapes: list[Shape] | None = None) -> KernelSetIm
     root, provenance = _provenance(path)
     for shape in asked:
         if shape in found:
-            result.kernels.append(_wrap(shape, found[shape], include, root, provenance))
+            result.kernels.append(_wrap(shape, found[shape], include, root, provenance, family))
     return result
 
 
-def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, provenance: dict[str, Any]) -> ImportedKernel:
+def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, provenance: dict[str, Any],
+          family: str) -> ImportedKernel:
     cuda = file.read_text(errors="replace")
     entry = _ENTRY.search(cuda)
     if entry is None:
@@ -74,21 +87,24 @@ def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, prove
     if '"""' in cuda:
         raise ImportFailed(f"{file}: holds a triple quote, which the wrapper cannot carry")
     relative = str(file.resolve().relative_to(root)) if root else file.name
-    copy_b = reads_col_major(cuda[entry.end():], entry[2])
+    body = cuda[entry.end():]
+    reads_row, reads_col = reads_data(body, entry[2]), reads_data(body, entry[3])
     origin = {"set": "cuda-l2", "file": relative, **provenance, "accumulator": accumulator(cuda),
-              "layout": "B's column-major copy made in forward (timed)" if copy_b else "B as given (row-major), no copy"}
+              "layout": LAYOUTS[family][(reads_row, reads_col)]}
     source = package_template(__package__, "cuda_l2.py.j2").render(
-        shape=shape, origin=origin, origin_literal=repr(origin), entry=entry[1], cuda_source=cuda, include_dirs=repr(include),
-        nvcc_flags=repr(NVCC_FLAGS), module=f"kc_cuda_l2_{shape.m}_{shape.n}_{shape.k}", copy_b=copy_b)
-    return ImportedKernel(shape, file, source, origin)
+        family=family, weight=family == "hgemm-wt", shape=shape, origin=origin, origin_literal=repr(origin),
+        entry=entry[1], cuda_source=cuda, include_dirs=repr(include), nvcc_flags=repr(NVCC_FLAGS),
+        module=f"kc_cuda_l2_{shape.m}_{shape.n}_{shape.k}", reads_row=reads_row, reads_col=reads_col)
+    return ImportedKernel(shape, file, source, origin, family)
 
 
-def reads_col_major(body: str, name: str) -> bool:
-    """Whether the entry point's `body` uses its column-major B (the parameter `name`) beyond dtype and shape checks.
-    223 of the 1,000 H100 kernels read only the row-major B: the copy their harness makes untimed would be wasted,
-    timed work here, so their wrapper passes B itself (it passes the same checks: same dtype, same shape)."""
+def reads_data(body: str, name: str) -> bool:
+    """Whether the entry point's `body` reads the data of its tensor parameter `name`, beyond dtype and shape checks
+    and metadata (sizes, strides). 224 of the 1,000 H100 kernels never read the column-major B their harness makes
+    untimed: a copy made for them would be wasted, timed work, so their wrapper passes what they check instead."""
     word = re.compile(rf"\b{re.escape(name)}\b")
-    return any(word.search(line) and not _CHECK_LINE.match(line) for line in body.splitlines())
+    metadata = re.compile(rf"\b{re.escape(name)}{_METADATA}")
+    return any(word.search(metadata.sub("", line)) for line in body.splitlines() if not _CHECK_LINE.match(line))
 
 
 def accumulator(cuda: str) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ...tasks.hgemm import Shape
+from ...tasks.hgemm import GEMM_FAMILIES, HGEMM_SUITE, Shape
 
 
 class ImportFailed(ValueError):
@@ -24,10 +24,11 @@ class ImportedKernel:
     path: Path
     source: str
     origin: dict[str, Any]
+    family: str = HGEMM_SUITE  # the task family it is wrapped for: hgemm, or hgemm-wt (B as a K-major weight)
 
     @property
     def task_key(self) -> str:
-        return f"hgemm/{self.shape}"
+        return f"{self.family}/{self.shape}"
 
 
 @dataclass
@@ -39,7 +40,7 @@ class KernelSetImport:
     missing: list[Shape] = field(default_factory=list)
 
 
-Importer = Callable[[Path, "list[Shape] | None"], KernelSetImport]
+Importer = Callable[[Path, "list[Shape] | None", str], KernelSetImport]
 
 
 def kernel_sets() -> dict[str, Importer]:
@@ -48,14 +49,18 @@ def kernel_sets() -> dict[str, Importer]:
     return {"cuda-l2": import_cuda_l2}
 
 
-def import_kernel_set(name: str, path: Path, shapes: list[Shape] | None = None) -> KernelSetImport:
-    """The kernels of the set `name` at `path`, wrapped (`shapes`: only these). Raises ImportFailed in one line."""
+def import_kernel_set(name: str, path: Path, shapes: list[Shape] | None = None,
+                      family: str = HGEMM_SUITE) -> KernelSetImport:
+    """The kernels of the set `name` at `path`, wrapped for `family`'s tasks (hgemm, or hgemm-wt: B as a K-major
+    weight), `shapes`: only these. Raises ImportFailed in one line."""
     sets = kernel_sets()
     if name not in sets:
         raise ImportFailed(f"unknown kernel set {name!r}: known are {', '.join(sorted(sets))}")
+    if family not in GEMM_FAMILIES:
+        raise ImportFailed(f"unknown task family {family!r}: known are {', '.join(GEMM_FAMILIES)}")
     if not path.is_dir():
         raise ImportFailed(f"{path}: no such directory")
-    return sets[name](path, shapes)
+    return sets[name](path, shapes, family)
 
 
 def origin_of(source: str) -> dict[str, Any] | None:
