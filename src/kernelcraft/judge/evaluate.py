@@ -156,13 +156,19 @@ class Judge(TimingStage):
         """Reference times by the recipe, in a trusted worker: eager under the judge's strict precision
         ("reference"); with `defaults`, eager at PyTorch's default precision ("reference_default") and,
         with `compiled`, torch.compile at those defaults ("compiled", compiled before the device lock
-        is taken); PyTorch's TunableOp ("tunableop", CUDA only). Offline or server."""
+        is taken); PyTorch's TunableOp ("tunableop", CUDA only). In one timing scenario."""
+        return self.baselines(task, compiled, tunableop, (scenario,), defaults)[scenario]
+
+    def baselines(self, task: Task, compiled: bool = True, tunableop: bool = False,
+                  scenarios: tuple[str, ...] = ("offline",), defaults: bool = True) -> dict[str, dict[str, TimingStats]]:
+        """`baseline`'s times in each of `scenarios`, by scenario, from one trusted worker: the task loaded,
+        torch.compile run and TunableOp tuned once for all of them (each scenario's timing under the device
+        lock on its own)."""
         seeds = self.seeds.timing
-        _, (*_, a) = self.workers.trusted_call(task, [PrepareTiming(seeds), PrepareBaselines(seeds, compiled and defaults),
-                                                      TimeReference(seeds, defaults=defaults, tunableop=tunableop,
-                                                                    scenario=scenario)],
-                                               self.config, timed_ops=(TimeReference,))
-        return {name: side(a, name) for name in a.samples}
+        timed = [TimeReference(seeds, defaults=defaults, tunableop=tunableop, scenario=sc) for sc in scenarios]
+        _, answers = self.workers.trusted_call(task, [PrepareTiming(seeds), PrepareBaselines(seeds, compiled and defaults),
+                                                      *timed], self.config, timed_ops=(TimeReference,))
+        return {sc: {name: side(a, name) for name in a.samples} for sc, a in zip(scenarios, answers[2:])}
 
     def ceilings(self, refresh: bool = False) -> dict[str, Any]:
         """Memory bandwidth and peak matmul rate of this device, measured once per machine (cached on

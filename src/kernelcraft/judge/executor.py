@@ -114,19 +114,16 @@ def run_job(judge: Judge, job: Job) -> Result:
 
 
 def _time_baselines(judge: Judge, task: Task, spec: BaselineSpec, warnings: list[str]) -> dict[str, TimingStats]:
-    """Each scenario's baselines by store kind. Where torch.compile fails, the others are timed without it."""
-    found: dict[str, TimingStats] = {}
-    for scenario in spec.scenarios:
-        try:
-            stats = judge.baseline(task, compiled=spec.compiled, tunableop=spec.tunableop, scenario=scenario,
-                                   defaults=spec.defaults)
-        except TaskRunError as e:
-            warnings.append(f"{task.key}: baseline failed: {e}")
-            if not spec.compiled:
-                continue
-            stats = judge.baseline(task, compiled=False, tunableop=spec.tunableop, scenario=scenario, defaults=spec.defaults)
-        found.update({baseline_kind(side, scenario): s for side, s in stats.items()})
-    return found
+    """Each scenario's baselines by store kind, all from one trusted worker. Where torch.compile fails, the others
+    are timed without it."""
+    try:
+        by_scenario = judge.baselines(task, spec.compiled, spec.tunableop, spec.scenarios, spec.defaults)
+    except TaskRunError as e:
+        warnings.append(f"{task.key}: baseline failed: {e}")
+        if not spec.compiled:
+            return {}
+        by_scenario = judge.baselines(task, False, spec.tunableop, spec.scenarios, spec.defaults)
+    return {baseline_kind(side, scenario): s for scenario, stats in by_scenario.items() for side, s in stats.items()}
 
 
 def open_executor(device: str, *, cache_dir: Path, config: JudgeConfig | None = None, gpus: str | None = None,
