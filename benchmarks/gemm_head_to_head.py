@@ -1,14 +1,18 @@
 """Per-shape GEMM head-to-head: CUDA-L2's published H100 kernels under kernelcraft's judge, next to torch.matmul,
-TunableOp and kernelcraft's own template search, on a stratified sample of the set's shapes, in the three timing
-scenarios (offline, server, sustained).
+TunableOp and kernelcraft's own template search, on the hgemm suite's stratified sample (`optimize hgemm --sample
+64` searches the same shapes; CUDA-L2 has a kernel for every shape of the grid), in the three timing scenarios
+(offline, server, sustained), on every GPU of the machine.
 
 One workspace holds everything, so it runs in slices of a few minutes and resumes:
 
     python benchmarks/gemm_head_to_head.py --set .cuda-l2/kernels/h100_F32F16F16F32 --sample 64 \\
-        --workspace WS --parts import --budget-wall-s 420 --out $OUT      # baselines, then the imported kernels
-    python benchmarks/hgemm.py --shapes "$(cat $OUT/head_to_head_shapes.txt)" --workspace WS ...   # kernelcraft's search
-    python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts ours --out $OUT       # its best, judged again
+        --workspace WS --parts import --budget-wall-s 420 --out $OUT      # the imported kernels, then baselines
+    python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts ours --ours-from HGEMM_WS --out $OUT
     python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts report --out $OUT     # no GPU needed
+
+`ours` judges again, here and in the same configuration, the best kernel of kernelcraft's template search for each
+shape: from `--ours-from` (a workspace of earlier `benchmarks/hgemm.py` runs, on any device), or from a search run
+in this workspace (`benchmarks/hgemm.py --shapes "$(cat $OUT/head_to_head_shapes.txt)" --workspace WS`).
 
 `--family hgemm-wt` judges the same kernels with B given as the K-major weight W (C = A Wᵀ, as `nn.Linear` stores
 its weight, so no column-major copy is made), in runs of its own, reported apart; it has no search side.
@@ -46,25 +50,13 @@ from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
 from kernelcraft.search import best_attempt  # noqa: E402
 from kernelcraft.store import Store, baselines_job, record_baselines  # noqa: E402
-from kernelcraft.tasks import GEMM_FAMILIES, HGEMM_SUITE, Shape, hgemm_task  # noqa: E402
+from kernelcraft.tasks import GEMM_FAMILIES, HGEMM_SUITE, Shape, hgemm_task, sample_grid  # noqa: E402
 
 RUN_KIND = "eval-suite"  # what `pack build` and `runs list` read an imported set's verdicts as
 SIDES = {"cuda-l2": "cuda-l2 (import-kernels)", "kernelcraft": "the template search's best (optimize)"}
 # Every scenario. The sustained one heats the device 3-10 s: it stays hot from one evaluation to the next, and a
 # clock that never settles within 2% (a GPU at its power limit may wander) must not cost 30 s a verdict.
 CONFIG = {"timing": {"server": True, "sustained": True, "sustained_min_heat_s": 3.0, "sustained_heat_s": 10.0}}
-
-
-def stratified(shapes: list[Shape], count: int) -> list[Shape]:
-    """`count` shapes spread over the set's range of work: sorted by FLOPs, one from each of `count` equal slices."""
-    ordered = sorted(shapes, key=lambda s: (s.flops, s.m, s.n, s.k))
-    if count >= len(ordered):
-        return ordered
-    return [ordered[int((i + 0.5) * len(ordered) / count)] for i in range(count)]
-
-
-def set_shapes(path: Path) -> list[Shape]:
-    return [Shape(*map(int, f.stem.split("_"))) for f in path.glob("*_*_*.cu")]
 
 
 def head_to_head_run(store: Store, side: str, family: str, make: bool = True) -> str | None:
@@ -84,19 +76,28 @@ def imported_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -
 
 
 def our_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> list[tuple[Job, str]]:
-    """The newest template search run's best verified kernel for each shape it has one for (on this device; the
-    search makes hgemm's kernels only)."""
-    runs = template_runs(store, describe_device("cuda").name)
-    if not runs or args.family != HGEMM_SUITE:
+    """kernelcraft's template search's best verified kernel for each shape it has one for: from the newest template
+    run of `--ours-from` (a workspace of earlier hgemm runs, on any device: the kernel is judged again here) that
+    has one, else of this workspace's runs on this device. The search makes hgemm's kernels only."""
+    if args.family != HGEMM_SUITE:
         return []
-    wanted = {f"hgemm/{s}": s for s in shapes}
-    jobs = []
-    for rt in store.run_tasks(runs[-1].id):
-        best = best_attempt(store.attempts(runs[-1].id, rt.task_key))
-        if rt.task_key in wanted and best is not None:
-            jobs.append((Job(hgemm_task(wanted[rt.task_key]), store.candidate_source(best.verdict_id), tag=rt.task_key),
-                         f"optimize:{runs[-1].id}"))
-    return jobs
+    if args.ours_from:
+        with Store(args.ours_from) as source:
+            return best_kernels(source, [r for r in source.runs("optimize")
+                                         if r.args.get("search", {}).get("strategy") == "template"], shapes)
+    return best_kernels(store, template_runs(store, describe_device("cuda").name), shapes)
+
+
+def best_kernels(store: Store, runs: list, shapes: list[Shape]) -> list[tuple[Job, str]]:
+    """Per shape, the best attempt of the newest of `runs` (oldest first) with a correct one, and its run."""
+    wanted, jobs = {f"hgemm/{s}": s for s in shapes}, {}
+    for run in reversed(runs):
+        for rt in store.run_tasks(run.id):
+            best = best_attempt(store.attempts(run.id, rt.task_key))
+            if rt.task_key in wanted and rt.task_key not in jobs and best is not None:
+                jobs[rt.task_key] = (Job(hgemm_task(wanted[rt.task_key]), store.candidate_source(best.verdict_id),
+                                         tag=rt.task_key), f"optimize:{run.id}")
+    return list(jobs.values())
 
 
 def in_window(pool: Executor, jobs: list[Job], deadline: float, done: Callable[[Result], None]) -> None:
@@ -272,7 +273,10 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", type=Path, required=True, help="CUDA-L2's kernels/h100_F32F16F16F32 folder.")
-    ap.add_argument("--sample", type=int, default=64)
+    ap.add_argument("--sample", type=int, default=64, help="Shapes of the hgemm suite's stratified sample (as "
+                                                               "optimize hgemm --sample N takes them).")
+    ap.add_argument("--ours-from", type=Path, help="ours: a workspace of earlier hgemm template runs to take "
+                                                   "kernelcraft's best kernels from (default: this workspace's).")
     ap.add_argument("--family", choices=list(GEMM_FAMILIES), default=HGEMM_SUITE,
                     help="hgemm (B row-major), or hgemm-wt (B as the K-major weight W; reported apart, no search side).")
     ap.add_argument("--workspace", type=Path, default=Path("h2h-ws"))
@@ -285,7 +289,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    shapes = stratified(set_shapes(args.set), args.sample)
+    # the hgemm suite's stratified sample (volume x aspect), the shapes kernelcraft's own hgemm runs search
+    shapes = sample_grid(args.sample)
     (args.out / "head_to_head_shapes.txt").write_text(",".join(map(str, shapes)))
     start = time.monotonic()
     if "import" in args.parts or "ours" in args.parts:
