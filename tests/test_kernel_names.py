@@ -71,6 +71,21 @@ def test_a_kernel_is_known_by_its_mangled_name_or_its_demangled_one(shared_objec
     assert not compiled.holds("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT")
 
 
+def test_an_internal_linkage_kernel_whose_name_does_not_demangle_is_known_by_its_mangled_name(tmp_path: Path) -> None:
+    """As a CUTLASS GemmUniversal's 1,176-character name on an H200: the stub's symbol carries the `L`, the
+    profiler's name does not, and neither demangles. The symbols are set by asm labels."""
+    stub, profiled = "_ZN7cutlassL13device_kernelI9not_validQQEEvT_", "_ZN7cutlass13device_kernelI9not_validQQEEvT_"
+    other = "_ZN7cutlass13device_kernelI9not_validRREEvT_"  # the same family, other arguments: not in the binary
+    assert torch._C._demangle(stub) == stub and torch._C._demangle(profiled) == profiled  # no demangling helps
+    (tmp_path / "k.cpp").write_text(f'extern "C" void stub() __asm__("{stub}");\nextern "C" void stub() {{}}\n')
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")], check=True,
+                   capture_output=True, timeout=300)
+    compiled = CompiledKernels()
+    compiled.add_binary(tmp_path / "k.so")
+    assert compiled.holds(profiled) and compiled.holds(stub)
+    assert not compiled.holds(other)
+
+
 def test_a_file_that_is_no_shared_object_holds_no_kernel(tmp_path: Path) -> None:
     (tmp_path / "x.so").write_bytes(b"\x00" + CUTLASS_STYLE.encode() + b"\x00")
     compiled = CompiledKernels()

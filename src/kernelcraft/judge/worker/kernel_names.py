@@ -21,6 +21,9 @@ import torch
 
 # A source name in a mangled name: its length, then the name; an `L` before it marks internal linkage.
 _SOURCE_NAME = re.compile(r"L?(\d+)")
+# That marker (an `L` before a name's length, after a letter or `_`), dropped from both sides when names are compared;
+# a literal of an enum type (`IL5Major0E`) loses its `L` too, on both sides alike.
+_INTERNAL_LINKAGE = re.compile(r"(?<=[A-Za-z_])L(?=[1-9])")
 _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
 _STT_FUNC = 2
 
@@ -105,9 +108,12 @@ class CompiledKernels:
         """Whether a kernel the profiler named `profiled` (mangled or demangled) was compiled into one of the binaries."""
         if profiled not in self._answers:
             mangled = self._by_function.get(kernel_identifier(profiled)[1], set())
-            # Compared demangled: a kernel of internal linkage (CUTLASS's `static` device_kernel) has a launch stub
-            # mangled with an `L` before its name ('_ZN7cutlassL13device_kernel...') that the profiler's name
-            # ('_ZN7cutlass13device_kernel...') lacks; demangled, both are 'void cutlass::device_kernel<...>(...)'.
-            wanted = torch._C._demangle(profiled)
-            self._answers[profiled] = profiled in mangled or any(torch._C._demangle(m) == wanted for m in mangled)
+            # A kernel of internal linkage (CUTLASS 4's `static` device_kernel) has a launch stub mangled with an `L`
+            # before its name ('_ZN7cutlassL13device_kernel...') that the profiler's name lacks
+            # ('_ZN7cutlass13device_kernel...'). Demangled, both read 'void cutlass::device_kernel<...>(...)', but a
+            # GemmUniversal's 1,176-character name did not demangle on an H200: the mangled names are also compared
+            # without the marker.
+            wanted, plain = torch._C._demangle(profiled), _INTERNAL_LINKAGE.sub("", profiled)
+            self._answers[profiled] = profiled in mangled or any(
+                _INTERNAL_LINKAGE.sub("", m) == plain or torch._C._demangle(m) == wanted for m in mangled)
         return self._answers[profiled]
