@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ...tasks.hgemm import Shape
+from ...tasks.hgemm import HGEMM_SUITE, HGEMM_WT_SUITE, Shape
 from ..gemm.cutlass import cutlass_include_dirs
 from .imported import ImportedKernel, ImportFailed, KernelSetImport
 from ..templates import package_template
@@ -28,10 +28,10 @@ _CHECK_LINE = re.compile(r"^\s*CHECK_TORCH_TENSOR_\w+\s*\(")
 _METADATA = (r"\s*\.\s*(?:size|sizes|stride|strides|dim|numel|scalar_type|dtype|device|options|is_contiguous|is_cuda)"
              r"\s*\(")
 LAYOUTS = {  # by family, then by what the kernel reads: (reads the row-major B, reads the column-major copy)
-    "hgemm": {(True, True): "B's column-major copy made in forward (timed)",
+    HGEMM_SUITE: {(True, True): "B's column-major copy made in forward (timed)",
               (False, True): "B's column-major copy made in forward (timed)",
               (True, False): "B as given (row-major), no copy", (False, False): "B as given (row-major), no copy"},
-    "hgemm-wt": {(True, True): "W as B's column-major copy; B's row-major copy made in forward (timed)",
+    HGEMM_WT_SUITE: {(True, True): "W as B's column-major copy; B's row-major copy made in forward (timed)",
                  (True, False): "B's row-major copy made from W in forward (timed)",
                  (False, True): "W as B's column-major copy, no copy", (False, False): "W as B's column-major copy, no copy"},
 }
@@ -53,7 +53,7 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-DNDEBUG", "-U__CUDA_NO_HALF_OPERATORS__", "
               "--expt-extended-lambda", "--use_fast_math", "-gencode=arch=compute_90a,code=sm_90a"]
 
 
-def import_cuda_l2(path: Path, shapes: list[Shape] | None = None, family: str = "hgemm") -> KernelSetImport:
+def import_cuda_l2(path: Path, shapes: list[Shape] | None = None, family: str = HGEMM_SUITE) -> KernelSetImport:
     """The kernels under `path` (a folder such as `kernels/h100_F32F16F16F32`), wrapped for `family`'s tasks (hgemm:
     B given row-major; hgemm-wt: B given as the K-major weight W); `shapes`: only these. Raises ImportFailed when the
     folder holds no kernel, a kernel lacks its entry point, or CUTLASS's headers are missing."""
@@ -92,7 +92,7 @@ def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, prove
     origin = {"set": "cuda-l2", "file": relative, **provenance, "accumulator": accumulator(cuda),
               "layout": LAYOUTS[family][(reads_row, reads_col)]}
     source = package_template(__package__, "cuda_l2.py.j2").render(
-        family=family, weight=family == "hgemm-wt", shape=shape, origin=origin, origin_literal=repr(origin),
+        family=family, weight=family == HGEMM_WT_SUITE, shape=shape, origin=origin, origin_literal=repr(origin),
         entry=entry[1], cuda_source=cuda, include_dirs=repr(include), nvcc_flags=repr(NVCC_FLAGS),
         module=f"kc_cuda_l2_{shape.m}_{shape.n}_{shape.k}", reads_row=reads_row, reads_col=reads_col)
     return ImportedKernel(shape, file, source, origin, family)
