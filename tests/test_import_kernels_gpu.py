@@ -1,7 +1,8 @@
 """CUDA-L2's published H100 kernels under the judge (`-m gpu`, on Hopper, with the set brought to the device:
 scripts/gpu-check exports KERNELCRAFT_CUDA_L2 when the call carries .cuda-l2). The 4096^3 kernel, a CUTLASS
-GemmUniversal instantiated in its own source, is exact and its own kernel does the work; the 1024^3 kernel
-accumulates in fp16 and is incorrect at fp16 tolerance."""
+GemmUniversal instantiated in its own source (a `static` kernel: its stub's name carries an internal-linkage
+marker the profiler's lacks), is exact and its own kernel does the work, also judged as hgemm-wt (B given as the
+K-major weight, no copy); the 1024^3 kernel accumulates in fp16 and is incorrect at fp16 tolerance."""
 
 from __future__ import annotations
 
@@ -31,8 +32,13 @@ def test_cuda_l2_kernels_get_real_verdicts(gpu_pool: LocalPool) -> None:
     shapes = [Shape(4096, 4096, 4096), Shape(1024, 1024, 1024)]
     imported = import_kernel_set("cuda-l2", Path(root), shapes)
     assert [k.shape for k in imported.kernels] == shapes
-    jobs = [Job(hgemm_task(k.shape), k.source, tag=str(k.shape)) for k in imported.kernels]
+    (weight,) = import_kernel_set("cuda-l2", Path(root), shapes[:1], "hgemm-wt").kernels  # B as the K-major weight
+    jobs = [Job(hgemm_task(k.shape, k.family), k.source, tag=k.task_key.replace("hgemm/", ""))
+            for k in [*imported.kernels, weight]]
     results = evaluate_all(gpu_pool, jobs)
+    as_weight = results["hgemm-wt/4096x4096x4096"].verdict
+    assert as_weight is not None and as_weight.status is Status.CORRECT, as_weight and as_weight.message
+    assert as_weight.stage("audit").details["coverage"]["coverage"] > 0.5
     big = results["4096x4096x4096"].verdict
     assert big is not None and big.status is Status.CORRECT, big and big.message
     coverage = big.stage("audit").details["coverage"]
