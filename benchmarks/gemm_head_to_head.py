@@ -41,10 +41,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hgemm import ShapeRow, summary, template_runs, vs_tunableop  # noqa: E402
+from hgemm import ShapeRow, missing_scenarios, summary, template_runs, vs_tunableop  # noqa: E402
 
 from kernelcraft.judge import (JUDGE_VERSION, SCENARIOS, Executor, Job, JudgeConfig, Result, Verdict,  # noqa: E402
-                               baseline_kind, describe_device, open_executor)
+                               describe_device, open_executor)
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
@@ -83,8 +83,7 @@ def our_jobs(args: argparse.Namespace, shapes: list[Shape], store: Store) -> lis
         return []
     if args.ours_from:
         with Store(args.ours_from) as source:
-            return best_kernels(source, [r for r in source.runs("optimize")
-                                         if r.args.get("search", {}).get("strategy") == "template"], shapes)
+            return best_kernels(source, template_runs(source, None), shapes)
     return best_kernels(store, template_runs(store, describe_device("cuda").name), shapes)
 
 
@@ -120,9 +119,7 @@ def time_baselines(pool: Executor, store: Store, shapes: list[Shape], family: st
     jobs = []
     for s in shapes:
         task = hgemm_task(s, family)
-        have = store.baselines(task.key, device_name)
-        missing = tuple(sc for sc in SCENARIOS
-                        if not {baseline_kind("reference", sc), baseline_kind("tunableop", sc)} <= set(have))
+        missing = missing_scenarios(store.baselines(task.key, device_name), SCENARIOS, tunable=True)
         if missing:
             store.put_task(task)
             # eager at PyTorch's defaults is not in the table: two timed sides a scenario instead of three

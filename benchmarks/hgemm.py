@@ -75,9 +75,7 @@ def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, 
     for t in tasks:
         if time.monotonic() > deadline:
             return done
-        have = store.baselines(t.key, device_name)
-        missing = tuple(sc for sc in scenarios if baseline_kind("reference", sc) not in have
-                        or (tunable and baseline_kind("tunableop", sc) not in have))
+        missing = missing_scenarios(store.baselines(t.key, device_name), scenarios, tunable)
         if not missing:
             continue
         store.put_task(t)
@@ -88,11 +86,17 @@ def record_baselines(store: Store, judge: Judge, tasks: list, device_name: str, 
     return done
 
 
-def template_runs(store: Store, device_name: str) -> list:
-    """The workspace's template runs judged on this device (or not judged yet), oldest first: a run
-    is never continued on another device, so its numbers all come from one."""
+def missing_scenarios(have: dict, scenarios: tuple[str, ...], tunable: bool) -> tuple[str, ...]:
+    """The scenarios whose eager (and, with `tunable`, TunableOp) baseline a shape's recorded `have` lacks."""
+    return tuple(sc for sc in scenarios if baseline_kind("reference", sc) not in have
+                 or (tunable and baseline_kind("tunableop", sc) not in have))
+
+
+def template_runs(store: Store, device_name: str | None) -> list:
+    """The workspace's template runs judged on this device (or not judged yet; None: on any), oldest first: a
+    run is never continued on another device, so its numbers all come from one."""
     return [r for r in store.runs("optimize") if r.args["search"]["strategy"] == "template"
-            and {v.device_name for v in store.verdicts(run_id=r.id)} <= {device_name}]
+            and (device_name is None or {v.device_name for v in store.verdicts(run_id=r.id)} <= {device_name})]
 
 
 def search(args: argparse.Namespace, wall_s: float, device_name: str) -> subprocess.CompletedProcess:
