@@ -132,6 +132,27 @@ def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_d
     assert audit["reference_vs_trusted_now"] < 2.0
 
 
+class _QuietAloneTimes(_QuietTrustedTime):
+    """_QuietTrustedTime whose reference timed alone again is as quiet: a thousandth of what it measures.
+    Against both, an honest win's reference looks slowed a thousandfold; only the control (the reference
+    timed next to itself by the candidate's protocol) shows it is not."""
+
+    def baseline(self, task, *args, **kwargs):
+        return {name: TimingStats.of([s * self.trusted_scale for s in t.samples_ms])
+                for name, t in super().baseline(task, *args, **kwargs).items()}
+
+
+def test_a_slowed_reference_reject_must_hold_against_the_reference_next_to_itself(cache_dir: Path) -> None:
+    """A bare loop's quiet times (the trusted time, the reference alone again) against the candidate's rounds
+    must not turn an honest win into a hack: the reference judged as the candidate, now, is the control."""
+    v = _QuietAloneTimes("cpu", cache_dir=cache_dir, config=FAST).evaluate(
+        resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    audit = v.stage("audit").details
+    assert audit["reference_vs_trusted"] > 2.0 and audit["reference_vs_trusted_now"] > 2.0
+    assert audit["reference_vs_control"] < 2.0
+
+
 class _BusyOnce(Judge):
     """A judge whose first measurement of a candidate saw the reference a hundred times slower than it
     ran (a moment of load on the reference's side): a large, significant win over a slowed reference.

@@ -1,7 +1,8 @@
 """The audit (parent side): the last word on a correct candidate. Its time against the physical floor
 (the device's ceilings: a time below the memory floor is impossible, so not measured honestly), the
 reference timed next to it against the reference timed alone (a candidate that slows the reference
-wins only by it), the SM clock, and the final message."""
+wins only by it) and, before a reject for that, against the reference timed next to itself by the
+candidate's protocol, the SM clock, and the final message."""
 
 from __future__ import annotations
 
@@ -19,15 +20,21 @@ from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
 
 class Audit:
-    """The audit of one judge: its device's ceilings, and `reference_alone`, which times a task's
-    reference alone in a trusted worker now (the candidate's processes gone)."""
+    """The audit of one judge: its device's ceilings; `reference_alone`, which times a task's reference
+    alone in a trusted worker now (the candidate's processes gone); and `reference_control`, which times
+    it now next to itself as the candidate, by the candidate's protocol in a fresh worker (a
+    self-check), None where that failed."""
 
-    def __init__(self, ceilings: CeilingsCache, reference_alone: Callable[[Task], TimingStats]) -> None:
+    def __init__(self, ceilings: CeilingsCache, reference_alone: Callable[[Task], TimingStats],
+                 reference_control: Callable[[Task, JudgeConfig], TimingStats | None]) -> None:
         self.ceilings = ceilings
         self.reference_alone = reference_alone
+        self.reference_control = reference_control
 
-    def run(self, task: Task, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig) -> None:
-        """Rule on `v` (correct so far), completing its audit `stage`: a reject, flags, or the final message."""
+    def run(self, task: Task, v: Verdict, stage: StageResult, ref: ReferenceData, cfg: JudgeConfig,
+            control: bool = True) -> None:
+        """Rule on `v` (correct so far), completing its audit `stage`: a reject, flags, or the final message.
+        `control` False (a self-check, which is the control): a reject needs no control measurement."""
         t0 = time.perf_counter()
         cand_ms = v.candidate.median_ms
         ceilings = self.ceilings.get()
@@ -61,6 +68,15 @@ class Audit:
                 alone_now = self.reference_alone(task)
             stage.details["reference_vs_trusted_now"] = verdict_slowdown(v, alone_now).ratio
             slowed = min(slowed, stage.details["reference_vs_trusted_now"])
+            if slowed > cfg.slowed_reference_reject and control:
+                # Nor on a comparison of unlike measurements: alone, the reference runs in a bare loop;
+                # next to a candidate, in rounds paced by the judge's requests and spot checks, which a
+                # busy host slows more (honest CPU verdicts read 1.2-2.7x, and 4.9x under CI's load). The
+                # reference timed next to itself by that same protocol, now, is the control.
+                controlled = self.reference_control(task, cfg)
+                if controlled is not None:
+                    stage.details["reference_vs_control"] = verdict_slowdown(v, controlled).ratio
+                    slowed = min(slowed, stage.details["reference_vs_control"])
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
             self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
                                    f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")

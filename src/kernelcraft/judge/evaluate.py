@@ -46,7 +46,7 @@ from .toolchain import compilers
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 from .workers import SecretSeeds, WorkerSupply
 
-JUDGE_VERSION = "12"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout; the timed rounds' inputs and checks drawn by the judge (each round checked with probability spot_checks / rounds, 10 on average, decided after the call returned) and compared in the trusted worker on inputs it makes; every call of the candidate's pinned as the timed rounds are; CPU workers' malloc keeps what is freed; 12: a kernel of internal linkage (CUTLASS 4's static device_kernel) compiled into the candidate's extension is its own
+JUDGE_VERSION = "13"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout; the timed rounds' inputs and checks drawn by the judge (each round checked with probability spot_checks / rounds, 10 on average, decided after the call returned) and compared in the trusted worker on inputs it makes; every call of the candidate's pinned as the timed rounds are; CPU workers' malloc keeps what is freed; 12: a kernel of internal linkage (CUTLASS 4's static device_kernel) compiled into the candidate's extension is its own; 13: a slowed-reference reject holds against a control (the reference judged as the candidate, now), and the device lock is the machine's, not the workspace's
 
 
 # What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
@@ -122,7 +122,8 @@ class Judge(TimingStage):
         self.references = ReferenceCache(self.workers, self.memory, self.config, self.seeds, reference_cache_bytes,
                                          reference_workers)
         self.device_ceilings = CeilingsCache(self.cache_dir, self._device_key, self._measure_ceilings)
-        self.audit = Audit(self.device_ceilings, lambda task: self.baseline(task, compiled=False, defaults=False)["reference"])
+        self.audit = Audit(self.device_ceilings, lambda task: self.baseline(task, compiled=False, defaults=False)["reference"],
+                           lambda task, cfg: self.self_check(task, cfg).reference)
 
     @functools.cached_property
     def builds(self) -> BuildService:
@@ -261,7 +262,8 @@ class Judge(TimingStage):
                 on_stage("audit")
                 ref = ref_future.result()
                 v.trusted_reference = ref.trusted  # waits for the reference's own timing
-                self.audit.run(task, v, audit, ref, cfg)
+                # No control inside a self-check (it is the control), nor where the device is held alone.
+                self.audit.run(task, v, audit, ref, cfg, control=not (self_check or alone))
             except StageFailed as f:
                 v.status, v.message = f.status, str(f)
             except WorkerTimeout as e:

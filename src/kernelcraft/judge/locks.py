@@ -1,12 +1,16 @@
 """The per-device lock: file locks, so it holds across threads, processes and separate kernelcraft
 invocations on one machine. Timing (and profiling) hold it exclusively; the judge's other work on
 the device (computing outputs for correctness, making inputs) holds it shared, so nothing of the
-judge's runs on the device while a candidate is timed, and the rest still overlaps. `file_lock`: the
-same kind of lock on one shared file of the judge's (a build, the ceilings)."""
+judge's runs on the device while a candidate is timed, and the rest still overlaps. The lock is the
+machine's, not a cache directory's: judges with caches of their own (two runs, two CI test processes)
+share the one device, and two measurements side by side slowed each other 2.5x on a 2-core host.
+`file_lock`: the same kind of lock on one shared file of the judge's (a build, the ceilings)."""
 
 from __future__ import annotations
 
 import fcntl
+import os
+import tempfile
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -15,16 +19,35 @@ from typing import Iterator
 from .device import device_key
 
 
+def machine_lock_dir() -> Path:
+    """Where the device locks of this machine live: one directory for every user's judges (sticky and
+    open to all, as /tmp is), outside any workspace and out of the workers' reach (isolation.policy)."""
+    root = Path(tempfile.gettempdir()) / "kernelcraft-locks"
+    try:
+        root.mkdir(mode=0o1777)
+        os.chmod(root, 0o1777)  # mkdir's mode passes through the umask
+    except FileExistsError:
+        pass
+    return root
+
+
+def _open_lock(path: Path) -> int:
+    """A descriptor to flock `path` through, made if missing. Read-only: another user's lock file (0644
+    after their umask) is locked as well through one."""
+    return os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+
+
 @contextmanager
-def device_lock(cache_dir: Path, device: str, index: int, *, shared: bool = False) -> Iterator[None]:
+def device_lock(device: str, index: int, *, shared: bool = False) -> Iterator[None]:
     """Hold the device's lock, exclusively or `shared`. A waiting exclusive holder goes first: it takes
     a turnstile that new shared holders pass through, so a stream of correctness checks cannot
     keep timing waiting forever."""
-    base = cache_dir / "locks" / device_key(device, index)
-    base.parent.mkdir(parents=True, exist_ok=True)
+    base = machine_lock_dir() / device_key(device, index)
     with ExitStack() as held:
-        gate = held.enter_context(open(f"{base}.turnstile", "w"))
-        lock = held.enter_context(open(f"{base}.lock", "w"))
+        gate = _open_lock(Path(f"{base}.turnstile"))
+        held.callback(os.close, gate)
+        lock = _open_lock(Path(f"{base}.lock"))
+        held.callback(os.close, lock)
         fcntl.flock(gate, fcntl.LOCK_EX)
         held.callback(fcntl.flock, gate, fcntl.LOCK_UN)
         fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)

@@ -140,7 +140,7 @@ class KernelProfiler:
         and its output."""
         env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, os.cpu_count() or 1)
         log = scratch / "output.log"
-        with device_lock(self.cache_dir, self.device, self.device_index), open(log, "wb") as out:
+        with device_lock(self.device, self.device_index), open(log, "wb") as out:
             proc = launch(argv, scratch, env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
             try:
                 code: int | None = proc.wait(timeout=self.timeout_s)

@@ -93,7 +93,7 @@ class WorkerSupply:
     def device_lock(self, shared: bool = False) -> AbstractContextManager[None]:
         """The device lock: exclusive while timing and profiling, `shared` for the judge's other work on
         the device, which must not run next to a measurement."""
-        return device_lock(self.cache_dir, self.device, self.device_index, shared=shared)
+        return device_lock(self.device, self.device_index, shared=shared)
 
     @contextmanager
     def measuring(self, w: WorkerProcess, cfg: JudgeConfig) -> Iterator[None]:

@@ -13,7 +13,7 @@ DAEMON = f"""
 import fcntl, glob, os, time
 held = []
 cache = os.path.dirname(os.path.dirname(os.getcwd()))  # the worker's scratch lies in <cache>/scratch
-for path in glob.glob(os.path.join(cache, 'locks', '*')):
+for path in glob.glob(os.path.join(cache, 'locks', '*')) + glob.glob('/tmp/kernelcraft-locks/*'):
     try:
         f = open(path)
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
