@@ -129,7 +129,8 @@ def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_d
     assert v.status is Status.CORRECT, v.message
     audit = v.stage("audit").details
     assert audit["reference_vs_trusted"] > 2.0 and "slowed_reference" in {f.code for f in v.flags}
-    assert audit["reference_vs_trusted_now"] < 2.0
+    # (on a loaded host the reference alone can read quiet again: then the control decides)
+    assert min(audit["reference_vs_trusted_now"], audit.get("reference_vs_control", 1e9)) < 2.0
 
 
 class _QuietAloneTimes(_QuietTrustedTime):
@@ -154,8 +155,9 @@ def test_a_slowed_reference_reject_must_hold_against_the_reference_next_to_itsel
 
 
 class _BusyOnce(Judge):
-    """A judge whose first measurement of a candidate saw the reference a hundred times slower than it
-    ran (a moment of load on the reference's side): a large, significant win over a slowed reference.
+    """A judge whose first measurement of a candidate (not of a self-check, the audit's control) saw the
+    reference a hundred times slower than it ran (a moment of load on the reference's side): a large,
+    significant win over a slowed reference.
     A hundred, not ten: the real times under it vary 2-3x between measurements on a busy 2-core host."""
 
     measurements = 0
@@ -163,6 +165,8 @@ class _BusyOnce(Judge):
 
     def _time(self, run, *args):
         stage = super()._time(run, *args)
+        if run.self_check:  # the audit's control (a busy CI host can bring a reject that far)
+            return stage
         v = run.v
         self.measurements += 1
         if self.measurements == 1:
