@@ -154,6 +154,35 @@ def test_a_slowed_reference_reject_must_hold_against_the_reference_next_to_itsel
     assert audit["reference_vs_control"] < 2.0
 
 
+class _BusyFirstEvaluation(Judge):
+    """A judge whose first evaluation of a candidate saw the reference ten times slower in both of its
+    measurements (a host busy for a second or two), and neither the reference alone nor the control
+    after them: a reject that only a second evaluation refutes."""
+
+    evaluations = 0
+
+    def _evaluate(self, task, source, cfg, self_check, *args, **kwargs):
+        self.evaluations += not self_check
+        return super()._evaluate(task, source, cfg, self_check, *args, **kwargs)
+
+    def _time(self, run, *args):
+        stage = super()._time(run, *args)
+        v = run.v
+        if self.evaluations == 1 and not run.self_check:
+            v.reference = TimingStats.of([s * 10 for s in v.reference.samples_ms])
+            v.speedup, v.significant = v.reference.median_ms / v.candidate.median_ms, True
+        return stage
+
+
+def test_a_slowed_reference_reject_is_judged_again(cache_dir: Path) -> None:
+    judge = _BusyFirstEvaluation("cpu", cache_dir=cache_dir, config=FAST)
+    v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    assert judge.evaluations == 2
+    first = next(f.message for f in v.flags if f.code == "noisy_timing" and "judged twice" in f.message)
+    assert "slows the reference" in first
+
+
 class _BusyOnce(Judge):
     """A judge whose first measurement of a candidate (not of a self-check, the audit's control) saw the
     reference a hundred times slower than it ran (a moment of load on the reference's side): a large,

@@ -19,6 +19,15 @@ from .slowdown import verdict_slowdown
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 
 
+SLOWED_REFERENCE_REJECT = "slowed_reference"  # the audit stage's details["reject"] for a slowed-reference reject
+
+
+def slowed_reference_reject(v: Verdict) -> bool:
+    """Whether `v` was rejected for a reference slowed next to its candidate."""
+    audit = v.stage("audit")
+    return audit is not None and audit.details.get("reject") == SLOWED_REFERENCE_REJECT
+
+
 class Audit:
     """The audit of one judge: its device's ceilings; `reference_alone`, which times a task's reference
     alone in a trusted worker now (the candidate's processes gone); and `reference_control`, which times
@@ -78,13 +87,13 @@ class Audit:
                     stage.details["reference_vs_control"] = verdict_slowdown(v, controlled).ratio
                     slowed = min(slowed, stage.details["reference_vs_control"])
         if cand_ms < cfg.floor_margin * bytes_floor_ms:
-            self._reject(v, stage, f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
+            self._reject(v, stage, "memory_floor", f"{cand_ms:.4g} ms is below the memory floor of this task ({bytes_floor_ms:.4g} ms: "
                                    f"{ref.bytes / 1e6:.3g} MB at {ceilings['bandwidth_bytes_per_s'] / 1e9:.0f} GB/s): impossible, so not measured honestly")
         elif slowed > cfg.slowed_reference_reject and win:
             # A win that exists only because the reference ran slower next to the candidate. A speedup
             # inside the noise band claims no win: there, a slow reference is noise (a few samples, a busy
             # host), and the flag above says so.
-            self._reject(v, stage, f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
+            self._reject(v, stage, SLOWED_REFERENCE_REJECT, f"the reference ran {slowed:.2f}x slower next to the candidate than alone "
                                    f"({v.speedup:.2f}x measured, {v.speedup / slowed:.2f}x against the trusted time): the candidate slows the reference")
         else:
             if cand_ms < flop_floor_ms:
@@ -104,7 +113,8 @@ class Audit:
                 v.message += f", counted as {v.effective_speedup:.2f}x under the rule on library calls ({LOW_COVERAGE})"
 
     @staticmethod
-    def _reject(v: Verdict, stage: StageResult, message: str) -> None:
+    def _reject(v: Verdict, stage: StageResult, kind: str, message: str) -> None:
         stage.ok = False
         stage.message = message
+        stage.details["reject"] = kind
         v.status, v.message = Status.HACK_DETECTED, message
