@@ -214,7 +214,10 @@ class _BusyOnceAfterABusyTrustedTime(_BusyOnce, _ScaledTrustedTime):
 
 @pytest.mark.parametrize("judge_class", [_BusyOnce, _BusyOnceAfterABusyTrustedTime], ids=["trusted", "busy_trusted"])
 def test_a_reference_slowed_for_one_measurement_is_timed_again_before_a_reject(cache_dir: Path, judge_class: type) -> None:
-    judge = judge_class("cpu", cache_dir=cache_dir, config=FAST)
+    # The timing stage's retake is under test, not the audit's reject: with no reject threshold in reach, a busy
+    # CI host cannot bring a control and a second evaluation into the count (the large win alone is retaken).
+    cfg = FAST.with_overrides({"slowed_reference_reject": 1000.0})
+    judge = judge_class("cpu", cache_dir=cache_dir, config=cfg)
     v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message
     assert judge.measurements == 2 and [s.name for s in v.stages] == list(STAGES)
@@ -241,8 +244,9 @@ class _StableLargeWin(Judge):
 
 def test_a_large_win_is_measured_twice(cache_dir: Path) -> None:
     # (no floor audit: the faked times may pass the bandwidth floor; no re-timing for a scattered
-    # reference, which a busy host would add)
-    cfg = FAST.with_overrides({"floor_margin": 0.0, "timing": {"retime_spread_above": 1e9}})
+    # reference, which a busy host would add; no reject threshold in reach, which would add a control's and a
+    # second evaluation's measurements)
+    cfg = FAST.with_overrides({"floor_margin": 0.0, "slowed_reference_reject": 1000.0, "timing": {"retime_spread_above": 1e9}})
     judge = _StableLargeWin("cpu", cache_dir=cache_dir, config=cfg)
     v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message
@@ -267,7 +271,8 @@ class _ScatteredOnce(Judge):
 
 
 def test_a_measurement_on_a_busy_host_is_taken_again_and_the_quietest_kept(cache_dir: Path) -> None:
-    judge = _ScatteredOnce("cpu", cache_dir=cache_dir, config=FAST)
+    # (no reject threshold in reach: a second evaluation, which a busy CI host could bring, would not be the one faked)
+    judge = _ScatteredOnce("cpu", cache_dir=cache_dir, config=FAST.with_overrides({"slowed_reference_reject": 1000.0}))
     v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message
     assert judge.measurements >= 2 and [s.name for s in v.stages] == list(STAGES)
