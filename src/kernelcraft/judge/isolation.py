@@ -197,11 +197,12 @@ def _readable(paths: list[str], cache_dir: Path) -> list[str]:
     """`paths` that exist, less any that would open the judge's cache (or the workspace around it) or
     the machine's device locks (a worker that held one would stall every judge)."""
     out: list[str] = []
+    locks = machine_lock_dir().resolve()  # resolved as each path is (a temporary directory behind a link)
     for entry in paths:
         if not entry or not os.path.isabs(entry) or not os.path.exists(entry):
             continue
         p = Path(entry).resolve()
-        if p == Path("/") or _is_within(cache_dir, p) or _is_within(machine_lock_dir(), p) or str(p) in out:
+        if p == Path("/") or _is_within(cache_dir, p) or _is_within(locks, p) or str(p) in out:
             continue
         out.append(str(p))
     return out
