@@ -6,7 +6,7 @@ TunableOp and kernelcraft's own template search, on the hgemm suite's stratified
 One workspace holds everything, so it runs in slices of a few minutes and resumes:
 
     python benchmarks/gemm_head_to_head.py --set .cuda-l2/kernels/h100_F32F16F16F32 --sample 64 \\
-        --workspace WS --parts import --budget-wall-s 420 --out $OUT      # the imported kernels, then baselines
+        --workspace WS --parts import --budget-wall-s 420 --out $OUT      # the imported kernels and baselines
     python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts ours --ours-from HGEMM_WS --out $OUT
     python benchmarks/gemm_head_to_head.py --set ... --workspace WS --parts report --out $OUT     # no GPU needed
 
@@ -37,6 +37,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import dataclass, replace
+from itertools import zip_longest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -99,9 +101,24 @@ def best_kernels(store: Store, runs: list, shapes: list[Shape]) -> list[tuple[Jo
     return list(jobs.values())
 
 
-def in_window(pool: Executor, jobs: list[Job], deadline: float, done: Callable[[Result], None]) -> None:
-    """Run `jobs` on `pool` with twice its workers in flight, refilled as each ends; none starts past `deadline`."""
-    waiting, running = list(jobs), set()
+@dataclass
+class Part:
+    """One kind of job of a slice (an imported kernel, one of ours, a shape's baselines) and what each result
+    adds to the workspace."""
+    name: str
+    jobs: list[Job]
+    record: Callable[[Result], bool]
+    count: int = 0
+
+
+def run_parts(pool: Executor, parts: list[Part], deadline: float) -> None:
+    """Run every part's jobs on `pool` interleaved, so a CUTLASS kernel's minutes of nvcc on the host overlap the
+    GPU-bound work of the others, with twice the pool's workers in flight, refilled as each ends; none starts past
+    `deadline`."""
+    owner = {p.name: p for p in parts}
+    tagged = [[replace(j, tag=(p.name, j.tag)) for j in p.jobs] for p in parts]
+    waiting = [j for row in zip_longest(*tagged) for j in row if j is not None]
+    running: set = set()
     while waiting or running:
         while waiting and len(running) < 2 * pool.workers and time.monotonic() < deadline:
             running.add(pool.submit(waiting.pop(0)))
@@ -109,11 +126,12 @@ def in_window(pool: Executor, jobs: list[Job], deadline: float, done: Callable[[
             break
         finished, running = wait(running, return_when=FIRST_COMPLETED)
         for f in finished:
-            done(f.result())
+            r = f.result()
+            part = owner[r.job.tag[0]]
+            part.count += part.record(replace(r, job=replace(r.job, tag=r.job.tag[1])))
 
 
-def time_baselines(pool: Executor, store: Store, shapes: list[Shape], family: str, device_name: str,
-                   deadline: float) -> int:
+def baselines_part(pool: Executor, store: Store, shapes: list[Shape], family: str, device_name: str) -> Part:
     """torch.matmul's and TunableOp's times in every scenario for shapes that lack them on this device, a job per
     shape spread over the pool's GPUs (each a trusted run on one GPU, so a TunableOp ratio never mixes two)."""
     jobs = []
@@ -124,16 +142,12 @@ def time_baselines(pool: Executor, store: Store, shapes: list[Shape], family: st
             store.put_task(task)
             # eager at PyTorch's defaults is not in the table: two timed sides a scenario instead of three
             jobs.append(baselines_job(task, compiled=False, tunableop=True, scenarios=missing, defaults=False))
-    timed = []
-    in_window(pool, jobs, deadline, lambda r: timed.append(record_baselines(store, pool.device, r)))
-    return sum(1 for t in timed if t)
+    return Part("baselines", jobs, lambda r: bool(record_baselines(store, pool.device, r)))
 
 
-def judge_side(pool: Executor, store: Store, args: argparse.Namespace, side: str, shapes: list[Shape],
-               deadline: float) -> int:
-    """Judge one side's kernels for shapes its run lacks a current verdict of on this device (one of this judge
-    version, of the same source: a judge or wrapper fixed since judges them again); no new one starts past
-    `deadline`."""
+def side_part(pool: Executor, store: Store, args: argparse.Namespace, side: str, shapes: list[Shape]) -> Part:
+    """One side's kernels for shapes its run lacks a current verdict of on this device (one of this judge version,
+    of the same source: a judge or wrapper fixed since judges them again)."""
     run_id = head_to_head_run(store, side, args.family)
     jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
     sources = {j.task.key: j.source for j, _ in jobs}
@@ -141,19 +155,16 @@ def judge_side(pool: Executor, store: Store, args: argparse.Namespace, side: str
             and store.verdict(v.id).env.get("judge_version") == JUDGE_VERSION
             and store.candidate_source(v.id) == sources.get(v.task_key)}
     origins = {j.tag: origin for j, origin in jobs}
-    judged = 0
 
-    def record(r: Result) -> None:
-        nonlocal judged
+    def record(r: Result) -> bool:
         if r.verdict is None:
             print(f"[h2h {side}] {r.job.task.key}: task error: {r.error}", flush=True)
-            return
+            return False
         store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id, origin=origins[r.job.tag])
-        judged += 1
         print(f"[h2h {side}] {r.job.task.key}: {r.verdict.summary()}", flush=True)
+        return True
 
-    in_window(pool, [j for j, _ in jobs if j.task.key not in done], deadline, record)
-    return judged
+    return Part(side, [j for j, _ in jobs if j.task.key not in done], record)
 
 
 def failed_check(v: Verdict) -> str:
@@ -277,7 +288,7 @@ def main() -> None:
     ap.add_argument("--family", choices=list(GEMM_FAMILIES), default=HGEMM_SUITE,
                     help="hgemm (B row-major), or hgemm-wt (B as the K-major weight W; reported apart, no search side).")
     ap.add_argument("--workspace", type=Path, default=Path("h2h-ws"))
-    ap.add_argument("--parts", default="import,report", help="import (baselines, then the imported kernels), ours "
+    ap.add_argument("--parts", default="import,report", help="import (the imported kernels and their baselines), ours "
                                                                "(the template search's best kernels), report.")
     ap.add_argument("--budget-wall-s", type=float, default=420.0)
     ap.add_argument("--gpus", default="all", help="The GPUs to judge on: all, or indices such as 0,1.")
@@ -295,16 +306,15 @@ def main() -> None:
                                                            config=JudgeConfig().with_overrides(CONFIG),
                                                            workers=args.workers) as pool:
             print(f"judging on {pool.description.name}, GPUs {pool.device_indices}, {pool.workers} workers", flush=True)
+            parts = []
             if "import" in args.parts:
-                # the kernels first: their speedups over torch.matmul are measured with them; TunableOp's ratios after
-                judged = judge_side(pool, store, args, "cuda-l2", shapes, start + args.budget_wall_s * 0.6)
-                print(f"imported kernels judged this slice: {judged}", flush=True)
-                timed = time_baselines(pool, store, shapes, args.family, pool.description.name,
-                                       start + args.budget_wall_s)
-                print(f"baselines timed this slice: {timed} shapes", flush=True)
+                parts += [side_part(pool, store, args, "cuda-l2", shapes),
+                          baselines_part(pool, store, shapes, args.family, pool.description.name)]
             if "ours" in args.parts:
-                judged = judge_side(pool, store, args, "kernelcraft", shapes, start + args.budget_wall_s)
-                print(f"kernelcraft's kernels judged this slice: {judged}", flush=True)
+                parts.append(side_part(pool, store, args, "kernelcraft", shapes))
+            run_parts(pool, parts, start + args.budget_wall_s)
+            for part in parts:
+                print(f"{part.name} this slice: {part.count} of {len(part.jobs)} judged or timed", flush=True)
     if "report" in args.parts:
         report(args, shapes, args.device_name or describe_device("cuda").name)
 

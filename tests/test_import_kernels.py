@@ -73,6 +73,34 @@ def test_a_kernel_that_reads_only_the_row_major_b_gets_no_copy_to_time(tmp_path:
     assert check_source(k.source, enforce=True).ok
 
 
+MACRO_ENTRY = """
+#include <torch/extension.h>
+#define LAUNCH_TN(stages, stride)                              \\
+  launch_tn<stages>(reinterpret_cast<half *>(a.data_ptr()),   \\
+                    reinterpret_cast<half *>(b_col_major.data_ptr()), \\
+                    reinterpret_cast<half *>(c.data_ptr()), M, N, K, (stride));
+#define LAUNCH(stages) LAUNCH_TN(stages, 2048)
+void cuda_l2_h100_fp32(torch::Tensor a, torch::Tensor b,
+                       torch::Tensor b_col_major, torch::Tensor c) {
+  CHECK_TORCH_TENSOR_SHAPE(b, a.size(1), c.size(1))
+  const int M = a.size(0), K = a.size(1), N = b.size(1);
+  LAUNCH(6);
+}
+"""
+
+
+def test_a_kernel_that_reads_the_copy_inside_its_launch_macro_gets_the_copy(tmp_path: Path) -> None:
+    """CUDA-L2's launch macros read `b_col_major.data_ptr()` in their definitions, continued over lines, the entry
+    point naming only the macro: the copy is made (B's row-major bytes in its place computed A @ B's wrong
+    product, judged incorrect on the GPU)."""
+    kernels = fake_set(tmp_path)
+    (kernels / "64_128_256.cu").write_text(MACRO_ENTRY)
+    (k,) = import_kernel_set("cuda-l2", kernels, [Shape(64, 128, 256)]).kernels
+    assert k.origin["layout"] == "B's column-major copy made in forward (timed)" and "b.t().contiguous()" in k.source
+    (w,) = import_kernel_set("cuda-l2", kernels, [Shape(64, 128, 256)], "hgemm-wt").kernels
+    assert w.origin["layout"] == "W as B's column-major copy, no copy"  # B itself only asked for its size
+
+
 class _FakeExtension:
     """What a CUDA-L2 kernel does with its arguments, on the CPU: reads B row-major (its data pointer, so B must be
     contiguous) or reads the column-major copy's bytes as B's in column-major order."""

@@ -25,6 +25,10 @@ _ENTRY = re.compile(r"\bvoid\s+([A-Za-z_]\w*)\s*\(\s*torch::Tensor\s+\w+\s*,\s*t
 # A line that only checks a tensor's dtype or shape (CUDA-L2's CHECK_TORCH_TENSOR_* macros) reads none of its data,
 # nor does asking a tensor for its metadata.
 _CHECK_LINE = re.compile(r"^\s*CHECK_TORCH_TENSOR_\w+\s*\(")
+# A macro's definition, its continuation lines joined (an entry point may read a tensor only inside the launch macro
+# it invokes).
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(.*)$", re.M)
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 _METADATA = (r"\s*\.\s*(?:size|sizes|stride|strides|dim|numel|scalar_type|dtype|device|options|is_contiguous|is_cuda)"
              r"\s*\(")
 LAYOUTS = {  # by family, then by what the kernel reads: (reads the row-major B, reads the column-major copy)
@@ -87,7 +91,7 @@ def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, prove
     if '"""' in cuda:
         raise ImportFailed(f"{file}: holds a triple quote, which the wrapper cannot carry")
     relative = str(file.resolve().relative_to(root)) if root else file.name
-    body = cuda[entry.end():]
+    body = with_macros(cuda[entry.end():], cuda)
     reads_row, reads_col = reads_data(body, entry[2]), reads_data(body, entry[3])
     origin = {"set": "cuda-l2", "file": relative, **provenance, "accumulator": accumulator(cuda),
               "layout": LAYOUTS[family][(reads_row, reads_col)]}
@@ -98,10 +102,26 @@ def _wrap(shape: Shape, file: Path, include: list[str], root: Path | None, prove
     return ImportedKernel(shape, file, source, origin, family)
 
 
+def with_macros(body: str, cuda: str) -> str:
+    """`body` followed by the definitions of the macros it uses, and of those their definitions use: where a tensor
+    is read only inside the launch macro the entry point invokes (`LAUNCH_..._TN(6, 2048)` reading
+    `b_col_major.data_ptr()`), that is its read."""
+    joined = re.sub(r"\\\r?\n", " ", cuda)
+    macros = {m[1]: m[2] for m in _DEFINE.finditer(joined)}
+    parts, todo, seen = [body], [body], set()
+    while todo:
+        for name in set(_IDENTIFIER.findall(todo.pop())) & macros.keys() - seen:
+            seen.add(name)
+            parts.append(macros[name])
+            todo.append(macros[name])
+    return "\n".join(parts)
+
+
 def reads_data(body: str, name: str) -> bool:
     """Whether the entry point's `body` reads the data of its tensor parameter `name`, beyond dtype and shape checks
-    and metadata (sizes, strides). 224 of the 1,000 H100 kernels never read the column-major B their harness makes
-    untimed: a copy made for them would be wasted, timed work, so their wrapper passes what they check instead."""
+    and metadata (sizes, strides); `body` carries the macros it uses (`with_macros`). Some of the 1,000 H100 kernels
+    never read the column-major B their harness makes untimed: a copy made for them would be wasted, timed work, so
+    their wrapper passes what they check instead."""
     word = re.compile(rf"\b{re.escape(name)}\b")
     metadata = re.compile(rf"\b{re.escape(name)}{_METADATA}")
     return any(word.search(metadata.sub("", line)) for line in body.splitlines() if not _CHECK_LINE.match(line))
