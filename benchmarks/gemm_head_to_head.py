@@ -145,6 +145,16 @@ def baselines_part(pool: Executor, store: Store, shapes: list[Shape], family: st
     return Part("baselines", jobs, lambda r: bool(record_baselines(store, pool.device, r)))
 
 
+def current(v: Verdict) -> bool:
+    """Whether a verdict is this judge's: of its version, and, where a call's output failed the comparison, with
+    that call run again on the same inputs (the judge added it within version 13: whether CUDA-L2's failures are
+    races or the same error every time is part of the table)."""
+    correctness = next((s for s in v.stages if s.name == "correctness"), None)
+    failed_comparison = correctness is not None and not correctness.ok and "bad" in correctness.details
+    return v.env.get("judge_version") == JUDGE_VERSION and (not failed_comparison
+                                                            or "same_inputs_again" in correctness.details)
+
+
 def side_part(pool: Executor, store: Store, args: argparse.Namespace, side: str, shapes: list[Shape]) -> Part:
     """One side's kernels for shapes its run lacks a current verdict of on this device (one of this judge version,
     of the same source: a judge or wrapper fixed since judges them again)."""
@@ -152,8 +162,7 @@ def side_part(pool: Executor, store: Store, args: argparse.Namespace, side: str,
     jobs = (imported_jobs if side == "cuda-l2" else our_jobs)(args, shapes, store)
     sources = {j.task.key: j.source for j, _ in jobs}
     done = {v.task_key for v in store.verdicts(run_id=run_id) if v.device_name == pool.description.name
-            and store.verdict(v.id).env.get("judge_version") == JUDGE_VERSION
-            and store.candidate_source(v.id) == sources.get(v.task_key)}
+            and current(store.verdict(v.id)) and store.candidate_source(v.id) == sources.get(v.task_key)}
     origins = {j.tag: origin for j, origin in jobs}
 
     def record(r: Result) -> bool:

@@ -296,6 +296,23 @@ def test_wrong_kernel_is_incorrect_with_the_worst_mismatch(cpu_judge: Judge, sma
     assert v.status is Status.INCORRECT
     assert "seed 1/5" in v.message and "worst at index" in v.message
     assert v.stage("correctness").details["bad"] > 0
+    # run once more on the same inputs: the same error, a kernel wrong every time, not a race
+    assert v.message.endswith("; the same inputs again gave the same error")
+    assert v.stage("correctness").details["same_inputs_again"]["bad"] == v.stage("correctness").details["bad"]
+    assert "nondeterministic" not in {f.code for f in v.flags}
+
+
+def test_an_output_that_changes_on_the_same_inputs_is_incorrect_and_flagged_nondeterministic(cpu_judge: Judge,
+                                                                                           small_task) -> None:
+    """Wrong on every other call, as a race is some of the time: the failing seed's inputs run again come out
+    right, and the verdict says so (still incorrect: a kernel that is sometimes wrong is wrong)."""
+    v = cpu_judge.evaluate(small_task, triton_candidate(init="self.calls = 0",
+                                                        forward="self.calls += 1; x = x if self.calls % 2 else x * 1.5"))
+    assert v.status is Status.INCORRECT
+    assert "the same inputs again: within tolerance: the output changes from call to call" in v.message, v.message
+    assert v.stage("correctness").details["same_inputs_again"] == {"ok": True}
+    assert v.stage("correctness").details["bad"] > 0
+    assert [f.code for f in v.flags if f.code == "nondeterministic"] == ["nondeterministic"]
 
 
 def test_exception_in_constructor_is_load_failed_with_line(cpu_judge: Judge, small_task) -> None:

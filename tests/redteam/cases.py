@@ -24,7 +24,7 @@ STATUSES = frozenset({
 })
 FLAGS = frozenset({
     "side_stream", "low_coverage", "below_flop_floor", "slowed_reference", "native_threads",
-    "clock_drift", "noisy_timing", "shape_specialised",
+    "clock_drift", "noisy_timing", "shape_specialised", "nondeterministic",
 })
 
 

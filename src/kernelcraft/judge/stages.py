@@ -228,8 +228,9 @@ class CandidateRun:
         with recorded_on_failure(v, StageResult("correctness", True)) as stage:
             try:
                 for n, (kind, i, seed, p, when) in enumerate(calls):
-                    found = self._run_seed(ref, stage, RunSeed(seed, when, p, 2 * ref.output_bytes + (64 << 20), guard_bytes),
-                                           kind, i, (atol, rtol) if kind == "seed" else (0.0, 0.0),
+                    cmd = RunSeed(seed, when, p, 2 * ref.output_bytes + (64 << 20), guard_bytes)
+                    tolerance = (atol, rtol) if kind == "seed" else (0.0, 0.0)
+                    found = self._run_seed(ref, stage, cmd, kind, i, tolerance,
                                            times.first_call if n == 0 else times.run_seed, times)
                     growth = max(growth, found[0])
                     guards.append(found[1])
@@ -238,10 +239,12 @@ class CandidateRun:
                         stage.ok, stage.details = False, bad.to_dict()
                         if bad.forged:
                             raise StageFailed(Status.HACK_DETECTED, bad.reason)
+                        again = self._same_inputs_again(ref, stage, cmd, kind, i, tolerance, times, bad)
                         if kind == "seed":
-                            raise StageFailed(Status.INCORRECT, f"seed {i + 1}/{len(seeds)}: {bad.describe()} (atol={atol:g}, rtol={rtol:g})")
+                            raise StageFailed(Status.INCORRECT, f"seed {i + 1}/{len(seeds)}: {bad.describe()} "
+                                                                f"(atol={atol:g}, rtol={rtol:g}){again}")
                         raise StageFailed(Status.INCORRECT, f"inputs of 0s and 1s (ones with probability {p:.3g}), compared exactly: "
-                                                            f"{bad.describe()}")
+                                                            f"{bad.describe()}{again}")
                     if kind == "seed":
                         worst = {k: max(val, *(getattr(m, k) for m in found[2])) for k, val in worst.items()}
                     else:
@@ -273,6 +276,32 @@ class CandidateRun:
             found = ref.server.compare(kind, i, a, self.w, tolerance, self.cfg.truth_factor, times.compare)
             self.command(stage, Release(), times.run_seed, Status.RUNTIME_ERROR)
         return a.native_thread_growth, a.guard, found
+
+    def _same_inputs_again(self, ref: ReferenceData, stage: StageResult, cmd: RunSeed, kind: str, i: int,
+                           tolerance: tuple[float, float], times: CommandTimeouts, bad: Mismatch) -> str:
+        """The failing call once more on the same inputs, so a person or a policy learns which fault it is: an
+        output that changes from call to call (a race, memory read before it is written; flagged
+        `nondeterministic`) or a wrong result the kernel gives every time. The verdict is incorrect either way;
+        returns what the message adds. A second call that fails to run, or runs out of time, adds nothing (the first
+        failure stands)."""
+        message = stage.message
+        try:
+            found = self._run_seed(ref, stage, cmd, kind, i, tolerance, times.run_seed, times)[2]
+        except (StageFailed, WorkerTimeout):
+            return ""
+        finally:
+            stage.ok, stage.message, stage.details = False, message, bad.to_dict()
+        again = next((m for m in found if not m.ok), None)
+        if again is not None and again.forged:
+            raise StageFailed(Status.HACK_DETECTED, again.reason)
+        stage.details["same_inputs_again"] = again.to_dict() if again else {"ok": True}
+        if again is not None and (again.bad, again.max_abs, again.worst_got) == (bad.bad, bad.max_abs, bad.worst_got):
+            return "; the same inputs again gave the same error"
+        now = "within tolerance" if again is None else f"{again.bad}/{again.total} elements outside, max abs {again.max_abs:.3g}"
+        self.v.flags.append(Flag("nondeterministic", f"{kind} {i}: {bad.bad} elements outside tolerance, then on the "
+                                                     f"same inputs {now}"))
+        return (f"; the same inputs again: {now}: the output changes from call to call (a race, or memory read "
+                f"before it is written)")
 
     def second_shape(self, check_sizes: dict[str, Any]) -> dict[str, Any]:
         """The candidate at the task's check size, against the reference in its own process: a kernel

@@ -47,6 +47,7 @@ class FlagCode(StrEnum):
     SLOWED_REFERENCE = "slowed_reference"  # the reference ran slower next to the candidate than alone
     NOISY_TIMING = "noisy_timing"  # the measurement scattered widely
     CLOCK_DRIFT = "clock_drift"  # the SM clock moved during timing
+    NONDETERMINISTIC = "nondeterministic"  # an incorrect output changed when the same inputs were run again
 
 
 # Flags that put the timed work itself in doubt: work outside the timed stream.
