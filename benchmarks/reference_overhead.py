@@ -1,0 +1,95 @@
+"""Where a short call's time goes: the same task's reference timed by the judge's own clock (worker/timing.Clock)
+in three places, host time (until `forward` returned) and timed time (between the call's CUDA events, or on the
+host on the CPU):
+
+- bare: a loop in this process, back to back, nothing else running;
+- trusted: the trusted worker's time of the reference alone (`trusted_reference`, what `slowed_reference` compares
+  against);
+- next to the candidate: the reference timed ABAB next to a candidate in the candidate's sandboxed worker. The
+  candidate is the reference itself (`Judge.self_check`), so both sides run the same call.
+
+On 2xH200 (twenty-seventh session) torch.matmul took about 25 us more per call next to the candidate than in the
+trusted worker, at every size. Under 0.1 ms that is 1.5x, and 37 of 43 honest verdicts were flagged
+`slowed_reference`. This table says where the extra time arises.
+
+    python benchmarks/reference_overhead.py --device cuda --out $OUT
+    python benchmarks/reference_overhead.py --device cpu --shapes 64x64x64     # checks the script, not the question
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+
+from kernelcraft.judge import Judge, JudgeConfig
+from kernelcraft.judge.worker.timing import Clock
+from kernelcraft.tasks import Task, hgemm_task, parse_shapes
+from kernelcraft.tasks.runtime import make_inputs
+
+CUDA_SHAPES = "256x1024x64,128x1024x128,4096x2048x1024,8192x8192x4096"
+
+
+def bare(task: Task, device: torch.device, calls: int) -> dict[str, float]:
+    """The task's Model timed in this process by the judge's clock, back to back: median timed and host ms."""
+    namespace: dict = {}
+    exec(compile(task.source, "task.py", "exec"), namespace)
+    dtype = getattr(torch, task.meta.dtype)
+    model = namespace["Model"]().to(device=device, dtype=dtype).eval()
+    module = type("task", (), {"get_inputs": staticmethod(namespace["get_inputs"])})
+    xs = make_inputs(module, 0, device, dtype)
+    clock = Clock(device, JudgeConfig().timing)
+    timed, host = [], []
+    with torch.no_grad():
+        for _ in range(20):
+            model(*xs)
+        for _ in range(calls):
+            ms, out = clock.time_call(model, xs)
+            timed.append(ms)
+            host.append(clock.host_ms)
+            del out
+    return {"timed_ms": statistics.median(timed), "host_ms": statistics.median(host)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--shapes", default=CUDA_SHAPES, help="hgemm shapes, MxNxK,...")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(args.device)
+    judge = Judge(args.device, cache_dir=Path(tempfile.mkdtemp(prefix="kc-overhead-")))
+    rows = []
+    try:
+        for shape in parse_shapes(args.shapes):
+            task = hgemm_task(shape)
+            b = bare(task, device, args.calls)
+            v = judge.self_check(task)
+            if v.reference is None or v.trusted_reference is None:
+                print(f"{shape}: {v.status.value}: {v.message[:200]}", flush=True)
+                continue
+            rows.append({"shape": str(shape), "status": v.status.value, "bare": b,
+                         "trusted": {"timed_ms": v.trusted_reference.median_ms, "host_ms": v.trusted_reference.host_ms},
+                         "next_to_candidate": {"timed_ms": v.reference.median_ms, "host_ms": v.reference.host_ms},
+                         "flags": sorted({f.code for f in v.flags})})
+    finally:
+        judge.close()
+    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
+    us = lambda x: f"{x * 1000:8.1f}" if x is not None else "       -"  # noqa: E731
+    print(f"\n{name}: the reference's median per call, us (timed / host)")
+    print(f"{'shape':<18}{'bare':>20}{'trusted':>20}{'next to candidate':>22}  flags")
+    for r in rows:
+        cells = [f"{us(r[k]['timed_ms'])} /{us(r[k]['host_ms'])}" for k in ("bare", "trusted", "next_to_candidate")]
+        print(f"{r['shape']:<18}{cells[0]:>20}{cells[1]:>20}{cells[2]:>22}  {','.join(r['flags'])}")
+    (args.out / "reference_overhead.json").write_text(json.dumps({"device": name, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
