@@ -10,9 +10,10 @@ host on the CPU):
 
 On 2xH200 (twenty-seventh session) torch.matmul took about 25 us more per call next to the candidate than in the
 trusted worker, at every size. Under 0.1 ms that is 1.5x, and 37 of 43 honest verdicts were flagged
-`slowed_reference`. This table says where the extra time arises.
+`slowed_reference`. This table says where the extra time arises. `--busy 0,16` measures everything again with 16 processes spinning
+on the host's CPUs, as a pool's nvcc builds keep them busy beside the timed calls.
 
-    python benchmarks/reference_overhead.py --device cuda --out $OUT
+    python benchmarks/reference_overhead.py --device cuda --busy 0,16 --out $OUT
     python benchmarks/reference_overhead.py --device cpu --shapes 64x64x64     # checks the script, not the question
 """
 
@@ -22,8 +23,12 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -56,38 +61,61 @@ def bare(task: Task, device: torch.device, calls: int) -> dict[str, float]:
     return {"timed_ms": statistics.median(timed), "host_ms": statistics.median(host)}
 
 
+@contextmanager
+def busy_host(n: int) -> Iterator[None]:
+    """`n` processes spinning on the host's CPUs while the body runs."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+def measure(judge: Judge, task: Task, device: torch.device, calls: int, busy: int) -> dict | None:
+    """One shape's row: the reference in a bare loop, in the trusted worker and next to itself as the candidate."""
+    with busy_host(busy):
+        b = bare(task, device, calls)
+        v = judge.self_check(task)
+    if v.reference is None or v.trusted_reference is None:
+        print(f"{task.key} (busy {busy}): {v.status.value}: {v.message[:200]}", flush=True)
+        return None
+    return {"shape": task.key.split("/")[-1], "busy": busy, "status": v.status.value, "bare": b,
+            "trusted": {"timed_ms": v.trusted_reference.median_ms, "host_ms": v.trusted_reference.host_ms},
+            "next_to_candidate": {"timed_ms": v.reference.median_ms, "host_ms": v.reference.host_ms},
+            "flags": sorted({f.code for f in v.flags})}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--shapes", default=CUDA_SHAPES, help="hgemm shapes, MxNxK,...")
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--busy", default="0", help="Spinning host processes during the measurements: one run per level, "
+                                                 "e.g. 0,16.")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
-    judge = Judge(args.device, cache_dir=Path(tempfile.mkdtemp(prefix="kc-overhead-")))
     rows = []
-    try:
-        for shape in parse_shapes(args.shapes):
-            task = hgemm_task(shape)
-            b = bare(task, device, args.calls)
-            v = judge.self_check(task)
-            if v.reference is None or v.trusted_reference is None:
-                print(f"{shape}: {v.status.value}: {v.message[:200]}", flush=True)
-                continue
-            rows.append({"shape": str(shape), "status": v.status.value, "bare": b,
-                         "trusted": {"timed_ms": v.trusted_reference.median_ms, "host_ms": v.trusted_reference.host_ms},
-                         "next_to_candidate": {"timed_ms": v.reference.median_ms, "host_ms": v.reference.host_ms},
-                         "flags": sorted({f.code for f in v.flags})})
-    finally:
-        judge.close()
+    for busy in [int(x) for x in args.busy.split(",")]:
+        # a judge of its own per level: the trusted time is kept per task, and must be taken at this level
+        judge = Judge(args.device, cache_dir=Path(tempfile.mkdtemp(prefix="kc-overhead-")))
+        try:
+            for shape in parse_shapes(args.shapes):
+                row = measure(judge, hgemm_task(shape), device, args.calls, busy)
+                if row is not None:
+                    rows.append(row)
+        finally:
+            judge.close()
     name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     us = lambda x: f"{x * 1000:8.1f}" if x is not None else "       -"  # noqa: E731
     print(f"\n{name}: the reference's median per call, us (timed / host)")
-    print(f"{'shape':<18}{'bare':>20}{'trusted':>20}{'next to candidate':>22}  flags")
+    print(f"{'shape':<18}{'busy':>5}{'bare':>20}{'trusted':>20}{'next to candidate':>22}  flags")
     for r in rows:
         cells = [f"{us(r[k]['timed_ms'])} /{us(r[k]['host_ms'])}" for k in ("bare", "trusted", "next_to_candidate")]
-        print(f"{r['shape']:<18}{cells[0]:>20}{cells[1]:>20}{cells[2]:>22}  {','.join(r['flags'])}")
+        print(f"{r['shape']:<18}{r['busy']:>5}{cells[0]:>20}{cells[1]:>20}{cells[2]:>22}  {','.join(r['flags'])}")
     (args.out / "reference_overhead.json").write_text(json.dumps({"device": name, "rows": rows}, indent=1))
 
 
