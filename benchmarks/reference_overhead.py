@@ -35,18 +35,16 @@ import torch
 from kernelcraft.judge import Judge, JudgeConfig
 from kernelcraft.judge.worker.timing import Clock
 from kernelcraft.tasks import Task, hgemm_task, parse_shapes
-from kernelcraft.tasks.runtime import make_inputs
+from kernelcraft.tasks.runtime import build_model, exec_module, make_init_inputs, make_inputs, torch_dtype
 
 CUDA_SHAPES = "256x1024x64,128x1024x128,4096x2048x1024,8192x8192x4096"
 
 
 def bare(task: Task, device: torch.device, calls: int) -> dict[str, float]:
     """The task's Model timed in this process by the judge's clock, back to back: median timed and host ms."""
-    namespace: dict = {}
-    exec(compile(task.source, "task.py", "exec"), namespace)
-    dtype = getattr(torch, task.meta.dtype)
-    model = namespace["Model"]().to(device=device, dtype=dtype).eval()
-    module = type("task", (), {"get_inputs": staticmethod(namespace["get_inputs"])})
+    module = exec_module(task.source, "task.py", "task")
+    dtype = torch_dtype(task.meta.dtype)
+    model = build_model(module.Model, make_init_inputs(module), 0, device, dtype)
     xs = make_inputs(module, 0, device, dtype)
     clock = Clock(device, JudgeConfig().timing)
     timed, host = [], []
