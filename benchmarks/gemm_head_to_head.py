@@ -146,13 +146,8 @@ def baselines_part(pool: Executor, store: Store, shapes: list[Shape], family: st
 
 
 def current(v: Verdict) -> bool:
-    """Whether a verdict is this judge's: of its version, and, where a call's output failed the comparison, with
-    that call run again on the same inputs (the judge added it within version 13: whether CUDA-L2's failures are
-    races or the same error every time is part of the table)."""
-    correctness = next((s for s in v.stages if s.name == "correctness"), None)
-    failed_comparison = correctness is not None and not correctness.ok and "bad" in correctness.details
-    return v.env.get("judge_version") == JUDGE_VERSION and (not failed_comparison
-                                                            or "same_inputs_again" in correctness.details)
+    """Whether a verdict is this judge's (of its version: a verdict of an older judge is judged again)."""
+    return v.env.get("judge_version") == JUDGE_VERSION
 
 
 def side_part(pool: Executor, store: Store, args: argparse.Namespace, side: str, shapes: list[Shape]) -> Part:

@@ -18,7 +18,7 @@ from kernelcraft.judge import builds
 from kernelcraft.judge.worker.buildcache import BuildError, BuildRecorder
 from kernelcraft.judge.builds import BuildBudget, BuildService
 from kernelcraft.judge.sandbox import live_worker_pids
-from kernelcraft.judge.slowdown import verdict_slowdown
+from kernelcraft.judge.slowdown import overstatement, verdict_slowdown
 from kernelcraft.judge.verdict import TimingStats
 from kernelcraft.tasks import resolve_task, task_from_source
 
@@ -128,9 +128,39 @@ def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_d
         resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message
     audit = v.stage("audit").details
-    assert audit["reference_vs_trusted"] > 2.0 and "slowed_reference" in {f.code for f in v.flags}
+    assert audit["reference_vs_trusted"] > 2.0
     # (on a loaded host the reference alone can read quiet again: then the control decides)
     assert min(audit["reference_vs_trusted_now"], audit.get("reference_vs_control", 1e9)) < 2.0
+    assert audit["reference_slowdown"] == min(audit["reference_vs_trusted_now"], audit.get("reference_vs_control", 1e9))
+
+
+class _CountedControls(_QuietTrustedTime):
+    """_QuietTrustedTime that counts its controls (self-checks)."""
+
+    controls = 0
+
+    def self_check(self, task, config=None):
+        self.controls += 1
+        return super().self_check(task, config)
+
+
+def test_the_slowed_reference_flag_holds_against_a_recent_control(cache_dir: Path) -> None:
+    """A bare loop's time against the candidate's paced rounds must not cap an honest verdict's credit: the
+    flag, like a reject, holds against the control, and a control of the last control_reuse_s seconds does."""
+    # (no reject in reach: the flag alone is under test)
+    judge = _CountedControls("cpu", cache_dir=cache_dir, config=FAST.with_overrides({"slowed_reference_reject": 1e9,
+                                                                                      "control_reuse_s": 600.0}))
+    task, source = resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text()
+    first, second = judge.evaluate(task, source), judge.evaluate(task, source)
+    assert judge.controls == 1  # measured for the first, kept for the second
+    for v in (first, second):
+        assert v.status is Status.CORRECT, v.message
+        audit = v.stage("audit").details
+        assert audit["reference_vs_trusted"] > 100  # against the faked trusted time, a thousandfold
+        assert audit["reference_slowdown"] == audit["reference_vs_control"] < 100
+        flagged = audit["reference_vs_control"] > FAST.slowed_reference_flag
+        assert v.has_flag("slowed_reference") == flagged
+        assert overstatement(v) == (max(1.0, audit["reference_vs_control"]) if flagged else 1.0)
 
 
 class _QuietAloneTimes(_QuietTrustedTime):
@@ -246,9 +276,10 @@ class _StableLargeWin(Judge):
 
 def test_a_large_win_is_measured_twice(cache_dir: Path) -> None:
     # (no floor audit: the faked times may pass the bandwidth floor; no re-timing for a scattered
-    # reference, which a busy host would add; no reject threshold in reach, which would add a control's and a
-    # second evaluation's measurements)
-    cfg = FAST.with_overrides({"floor_margin": 0.0, "slowed_reference_reject": 1000.0, "timing": {"retime_spread_above": 1e9}})
+    # reference, which a busy host would add; no flag or reject threshold in reach, which would add a control's
+    # and a second evaluation's measurements)
+    cfg = FAST.with_overrides({"floor_margin": 0.0, "slowed_reference_flag": 1000.0, "slowed_reference_reject": 1000.0,
+                               "timing": {"retime_spread_above": 1e9}})
     judge = _StableLargeWin("cpu", cache_dir=cache_dir, config=cfg)
     v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
     assert v.status is Status.CORRECT, v.message

@@ -115,6 +115,7 @@ class JudgeConfig:
     floor_margin: float = 0.9  # faster than margin * bytes floor => hack_detected
     slowed_reference_flag: float = 1.3  # ref time next to candidate / trusted ref time
     slowed_reference_reject: float = 2.0
+    control_reuse_s: float = 60.0  # a control this recent (the reference next to itself) may clear the flag; a reject takes its own
     cpu_threads: int = 1  # torch threads in cpu workers: stable, comparable timings
     memory_limit_gb: float = 32.0  # address-space limit of cpu workers (cuda needs a large VA space)
     file_size_limit_gb: float = 64.0

@@ -49,11 +49,15 @@ def verdict_slowdown(verdict: Verdict, alone: TimingStats) -> Slowdown:
 
 def overstatement(verdict: Verdict) -> float:
     """How many times a verdict's speedup overstates its speedup over the reference alone: the
-    reference's slowdown (the host accounted, unless the candidate started native threads) where the
-    verdict is flagged slowed_reference and that slowdown is above 1; else 1."""
+    reference's slowdown where the verdict is flagged slowed_reference and that slowdown is above 1;
+    else 1. The slowdown is the audit's (the smallest against the trusted time, the reference alone
+    again and the control), or for a verdict of a judge before version 14, against the trusted time
+    (the host accounted, unless the candidate started native threads)."""
     if not verdict.has_flag("slowed_reference") or verdict.reference is None or verdict.trusted_reference is None:
         return 1.0
-    return max(1.0, verdict_slowdown(verdict, verdict.trusted_reference).ratio)
+    audit = verdict.stage("audit")
+    ruled = audit.details.get("reference_slowdown") if audit is not None else None
+    return max(1.0, ruled if ruled is not None else verdict_slowdown(verdict, verdict.trusted_reference).ratio)
 
 
 def honest_speedup(verdict: Verdict) -> float:
