@@ -246,13 +246,13 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
         ours = {r["shape"]: r for r in side_rows(store, head_to_head_run(store, "kernelcraft", args.family, make=False),
                                                  device_name, shapes, args.family)}
     f = lambda x: f"{x:.2f}x" if x else "-"  # noqa: E731
-    print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>10}{'vs mm':>8}{'srv':>8}{'sus':>8}{'vs tuned':>9}{'claimed':>9}"
+    print(f"\n{'shape':<18}{'CUDA-L2':>16}{'acc':>13}{'vs mm':>8}{'srv':>8}{'sus':>8}{'vs tuned':>9}{'claimed':>9}"
           f"{'ours vs mm':>11}{'srv':>8}{'sus':>8}{'MHz':>6}  check / flags")
     for row in theirs:
         o = ours.get(row["shape"], {})
         c = claims.get(row["shape"], {})
         mhz = row.get("sustained_clock_mhz") or o.get("sustained_clock_mhz")
-        print(f"{row['shape']:<18}{row.get('status', 'not judged'):>16}{row.get('accumulator', ''):>10}"
+        print(f"{row['shape']:<18}{row.get('status', 'not judged'):>16}{row.get('accumulator', ''):>13}"
               f"{f(row.get('vs_matmul')):>8}{f(row.get('vs_matmul_server')):>8}{f(row.get('vs_matmul_sustained')):>8}"
               f"{f(row.get('vs_tunableop_offline')):>9}{f(c.get('offline')):>9}{f(o.get('vs_matmul')):>11}"
               f"{f(o.get('vs_matmul_server')):>8}{f(o.get('vs_matmul_sustained')):>8}{f'{mhz:.0f}' if mhz else '-':>6}  "

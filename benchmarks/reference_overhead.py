@@ -13,6 +13,10 @@ trusted worker, at every size. Under 0.1 ms that is 1.5x, and 37 of 43 honest ve
 `slowed_reference`. This table says where the extra time arises. `--busy 0,16` measures everything again with 16 processes spinning
 on the host's CPUs, as a pool's nvcc builds keep them busy beside the timed calls.
 
+A second table times the bare loop again with something between the calls, as the candidate's rounds have:
+a pipe round-trip to another process (the judge answering a request), or the host idle for 200 us. On 4xH200
+(twenty-eighth session) a 128x1024x128 matmul took 34 us back to back and 77 us after a 200 us sleep.
+
     python benchmarks/reference_overhead.py --device cuda --busy 0,16 --out $OUT
     python benchmarks/reference_overhead.py --device cpu --shapes 64x64x64     # checks the script, not the question
 """
@@ -26,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -57,6 +62,45 @@ def bare(task: Task, device: torch.device, calls: int) -> dict[str, float]:
             host.append(clock.host_ms)
             del out
     return {"timed_ms": statistics.median(timed), "host_ms": statistics.median(host)}
+
+
+def _echo() -> subprocess.Popen:
+    """A process that answers each byte with a byte, as the judge answers a round's request."""
+    return subprocess.Popen([sys.executable, "-c", "import os\nwhile os.write(1, os.read(0, 1)): pass"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+
+
+def paced(task: Task, device: torch.device, calls: int) -> dict[str, float]:
+    """The bare loop's median timed ms with each call preceded by nothing, a pipe round-trip, or 200 us idle."""
+    module = exec_module(task.source, "task.py", "task")
+    dtype = torch_dtype(task.meta.dtype)
+    model = build_model(module.Model, make_init_inputs(module), 0, device, dtype)
+    xs = make_inputs(module, 0, device, dtype)
+    clock = Clock(device, JudgeConfig().timing)
+    echo = _echo()
+
+    def round_trip() -> None:
+        echo.stdin.write(b"x")
+        echo.stdout.read(1)
+
+    modes = {"back to back": lambda: None, "round-trip": round_trip, "sleep 200 us": lambda: time.sleep(2e-4)}
+    out = {}
+    try:
+        with torch.no_grad():
+            for _ in range(20):
+                model(*xs)
+            for name, between in modes.items():
+                timed = []
+                for _ in range(calls):
+                    between()
+                    ms, result = clock.time_call(model, xs)
+                    timed.append(ms)
+                    del result
+                out[name] = statistics.median(timed)
+    finally:
+        echo.kill()
+        echo.wait()
+    return out
 
 
 @contextmanager
@@ -114,7 +158,13 @@ def main() -> None:
     for r in rows:
         cells = [f"{us(r[k]['timed_ms'])} /{us(r[k]['host_ms'])}" for k in ("bare", "trusted", "next_to_candidate")]
         print(f"{r['shape']:<18}{r['busy']:>5}{cells[0]:>20}{cells[1]:>20}{cells[2]:>22}  {','.join(r['flags'])}")
-    (args.out / "reference_overhead.json").write_text(json.dumps({"device": name, "rows": rows}, indent=1))
+    pacing = {shape: paced(hgemm_task(shape), device, args.calls) for shape in parse_shapes(args.shapes)}
+    print(f"\n{name}: the bare loop's median per call, us, by what runs between calls")
+    print(f"{'shape':<18}" + "".join(f"{m:>16}" for m in next(iter(pacing.values()))))
+    for shape, row in pacing.items():
+        print(f"{str(shape):<18}" + "".join(f"{us(ms):>16}" for ms in row.values()))
+    (args.out / "reference_overhead.json").write_text(json.dumps({"device": name, "rows": rows,
+                                                                   "pacing": {str(k): v for k, v in pacing.items()}}, indent=1))
 
 
 if __name__ == "__main__":
