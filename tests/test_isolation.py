@@ -118,3 +118,16 @@ def test_a_cache_closed_to_the_workers_user_is_one_line_at_the_judges_start(monk
         check_cache_reachable(closed / "ws" / "cache")
     finally:
         shutil.rmtree(base)
+
+
+def test_the_workers_process_cap_grows_with_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker of every judge on a machine runs as one user, whose process count the cap bounds: on a
+    large host (a thread per core in each torch process) it must leave a pool room, and still stop a fork bomb."""
+    from kernelcraft.judge.worker.state import process_cap
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert process_cap() == 4096  # the floor, as it always was
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid_max = int(f.read())
+    assert process_cap() == max(4096, min(8192, pid_max // 4))

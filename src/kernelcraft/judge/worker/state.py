@@ -23,6 +23,20 @@ from .launches import LaunchCounter
 from .rejection import TASK_FILE, Rejection, judge_write, user_traceback
 
 
+def process_cap() -> int:
+    """How many processes (threads count too) the workers' user may have at once. The count is the user's,
+    machine-wide: every worker of every judge here runs as that one user, and a torch process on a large
+    host starts a thread per core. A fixed 4,096 ran out on 64 cores beside a 24-worker pool and its builds
+    (a Triton candidate's ptxas failed with EAGAIN: an honest candidate's runtime_error). A fork bomb still
+    stops at a quarter of the machine's pids."""
+    try:
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid_max = int(f.read())
+    except (OSError, ValueError):
+        pid_max = 32768
+    return max(4096, min(128 * (os.cpu_count() or 1), pid_max // 4))
+
+
 def apply_limits(cfg: JudgeConfig, device: str) -> None:
     """The worker's resource limits: no core files, files and (on the CPU) memory as configured, processes capped."""
     gb = 1 << 30
@@ -30,7 +44,7 @@ def apply_limits(cfg: JudgeConfig, device: str) -> None:
     if device == "cpu":  # CUDA reserves a huge virtual address space; only cpu workers get a cap
         limits.append((resource.RLIMIT_AS, int(cfg.memory_limit_gb * gb)))
     if hasattr(resource, "RLIMIT_NPROC") and os.getuid() != 0:
-        limits.append((resource.RLIMIT_NPROC, 4096))
+        limits.append((resource.RLIMIT_NPROC, process_cap()))
     for which, value in limits:
         soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
