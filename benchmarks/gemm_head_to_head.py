@@ -109,19 +109,25 @@ class Part:
     jobs: list[Job]
     record: Callable[[Result], bool]
     count: int = 0
+    lead_s: float = 0.0  # how long before the slice's deadline it starts no new job (a candidate's build takes minutes)
 
 
 def run_parts(pool: Executor, parts: list[Part], deadline: float) -> None:
     """Run every part's jobs on `pool` interleaved, so a CUTLASS kernel's minutes of nvcc on the host overlap the
     GPU-bound work of the others, with twice the pool's workers in flight, refilled as each ends; none starts past
-    `deadline`."""
+    `deadline`, less its part's `lead_s` (a slice under a hard stop: a build that cannot finish is wasted)."""
     owner = {p.name: p for p in parts}
     tagged = [[replace(j, tag=(p.name, j.tag)) for j in p.jobs] for p in parts]
     waiting = [j for row in zip_longest(*tagged) for j in row if j is not None]
     running: set = set()
     while waiting or running:
-        while waiting and len(running) < 2 * pool.workers and time.monotonic() < deadline:
-            running.add(pool.submit(waiting.pop(0)))
+        while len(running) < 2 * pool.workers:
+            now = time.monotonic()
+            job = next((j for j in waiting if now < deadline - owner[j.tag[0]].lead_s), None)
+            if job is None:
+                break
+            waiting.remove(job)
+            running.add(pool.submit(job))
         if not running:
             break
         finished, running = wait(running, return_when=FIRST_COMPLETED)
@@ -295,6 +301,9 @@ def main() -> None:
     ap.add_argument("--parts", default="import,report", help="import (the imported kernels and their baselines), ours "
                                                                "(the template search's best kernels), report.")
     ap.add_argument("--budget-wall-s", type=float, default=420.0)
+    ap.add_argument("--build-lead-s", type=float, default=0.0,
+                    help="Start no kernel (it builds for minutes) this long before the budget ends; baselines go on "
+                         "until it does. For slices under a hard stop, e.g. 240 with a 420 s budget and a 510 s stop.")
     ap.add_argument("--gpus", default="all", help="The GPUs to judge on: all, or indices such as 0,1.")
     ap.add_argument("--workers", type=int, help="Evaluations at once per GPU (default: the pool's own choice).")
     ap.add_argument("--device-name", help="report: the device whose numbers to show (default: this machine's GPU).")
@@ -312,10 +321,10 @@ def main() -> None:
             print(f"judging on {pool.description.name}, GPUs {pool.device_indices}, {pool.workers} workers", flush=True)
             parts = []
             if "import" in args.parts:
-                parts += [side_part(pool, store, args, "cuda-l2", shapes),
+                parts += [replace(side_part(pool, store, args, "cuda-l2", shapes), lead_s=args.build_lead_s),
                           baselines_part(pool, store, shapes, args.family, pool.description.name)]
             if "ours" in args.parts:
-                parts.append(side_part(pool, store, args, "kernelcraft", shapes))
+                parts.append(replace(side_part(pool, store, args, "kernelcraft", shapes), lead_s=args.build_lead_s))
             run_parts(pool, parts, start + args.budget_wall_s)
             for part in parts:
                 print(f"{part.name} this slice: {part.count} of {len(part.jobs)} judged or timed", flush=True)
