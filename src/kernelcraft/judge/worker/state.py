@@ -26,9 +26,9 @@ from .rejection import TASK_FILE, Rejection, judge_write, user_traceback
 def process_cap() -> int:
     """How many processes (threads count too) the workers' user may have at once. The count is the user's,
     machine-wide: every worker of every judge here runs as that one user, and a torch process on a large
-    host starts a thread per core. A fixed 4,096 ran out on 64 cores beside a 24-worker pool and its builds
-    (a Triton candidate's ptxas failed with EAGAIN: an honest candidate's runtime_error). A fork bomb still
-    stops at a quarter of the machine's pids."""
+    host starts a thread per core. A fixed 4,096 likely ran out on 64 cores beside a 24-worker pool and its
+    builds (a Triton candidate's ptxas failed with EAGAIN: an honest candidate's runtime_error). A fork bomb
+    still stops at a quarter of the machine's pids."""
     try:
         with open("/proc/sys/kernel/pid_max") as f:
             pid_max = int(f.read())
