@@ -221,6 +221,7 @@ def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[S
             v = store.verdict(verdicts[key].id)
             origin = origin_of(store.candidate_source(verdicts[key].id)) or {}
             row.update(status=v.status.value, check=failed_check(v), flags=list(dict.fromkeys(f.code for f in v.flags)),
+                       judge=v.env.get("judge_version", ""),
                        accumulator=origin.get("accumulator", ""),
                        vs_matmul=v.speedup if v.correct else None, significant=v.correct and v.significant and (v.speedup or 0) > 1,
                        message=v.message[:160])
@@ -268,6 +269,8 @@ def report(args: argparse.Namespace, shapes: list[Shape], device_name: str) -> N
     checks = Counter(r["check"] for r in judged if r["check"])
     print(f"\n{device_name}; {args.family}: CUDA-L2 kernels judged {len(judged)}/{len(shapes)}: "
           + ", ".join(f"{n} {s}" for s, n in statuses.most_common()) + (f"; failed checks: {dict(checks)}" if checks else ""))
+    versions = Counter(r["judge"] for r in [*judged, *ours.values()] if "status" in r)
+    print("judge version: " + ", ".join(f"{v or '?'} ({n} verdicts)" for v, n in sorted(versions.items())))
     mhz = [r["sustained_clock_mhz"] for r in [*judged, *ours.values()] if r.get("sustained_clock_mhz")]
     if mhz:
         print(f"sustained rounds ran at {min(mhz):.0f}-{max(mhz):.0f} MHz (median {statistics.median(mhz):.0f})")
