@@ -33,7 +33,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -45,23 +45,35 @@ from kernelcraft.tasks.runtime import build_model, exec_module, make_init_inputs
 CUDA_SHAPES = "256x1024x64,128x1024x128,4096x2048x1024,8192x8192x4096"
 
 
-def bare(task: Task, device: torch.device, calls: int) -> dict[str, float]:
-    """The task's Model timed in this process by the judge's clock, back to back: median timed and host ms."""
+def _loaded(task: Task, device: torch.device) -> tuple[torch.nn.Module, list, Clock]:
+    """The task's Model and inputs in this process, warmed up, and the judge's clock."""
     module = exec_module(task.source, "task.py", "task")
     dtype = torch_dtype(task.meta.dtype)
     model = build_model(module.Model, make_init_inputs(module), 0, device, dtype)
     xs = make_inputs(module, 0, device, dtype)
-    clock = Clock(device, JudgeConfig().timing)
-    timed, host = [], []
     with torch.no_grad():
         for _ in range(20):
             model(*xs)
+    return model, xs, Clock(device, JudgeConfig().timing)
+
+
+def _timed(model: torch.nn.Module, xs: list, clock: Clock, calls: int,
+           between: Callable[[], None] = lambda: None) -> dict[str, float]:
+    """Median timed and host ms of `calls` calls by the judge's clock, `between` run before each."""
+    timed, host = [], []
+    with torch.no_grad():
         for _ in range(calls):
+            between()
             ms, out = clock.time_call(model, xs)
             timed.append(ms)
             host.append(clock.host_ms)
             del out
     return {"timed_ms": statistics.median(timed), "host_ms": statistics.median(host)}
+
+
+def bare(task: Task, device: torch.device, calls: int) -> dict[str, float]:
+    """The task's Model timed in this process by the judge's clock, back to back: median timed and host ms."""
+    return _timed(*_loaded(task, device), calls)
 
 
 def _echo() -> subprocess.Popen:
@@ -72,11 +84,7 @@ def _echo() -> subprocess.Popen:
 
 def paced(task: Task, device: torch.device, calls: int) -> dict[str, float]:
     """The bare loop's median timed ms with each call preceded by nothing, a pipe round-trip, or 200 us idle."""
-    module = exec_module(task.source, "task.py", "task")
-    dtype = torch_dtype(task.meta.dtype)
-    model = build_model(module.Model, make_init_inputs(module), 0, device, dtype)
-    xs = make_inputs(module, 0, device, dtype)
-    clock = Clock(device, JudgeConfig().timing)
+    loaded = _loaded(task, device)
     echo = _echo()
 
     def round_trip() -> None:
@@ -84,23 +92,11 @@ def paced(task: Task, device: torch.device, calls: int) -> dict[str, float]:
         echo.stdout.read(1)
 
     modes = {"back to back": lambda: None, "round-trip": round_trip, "sleep 200 us": lambda: time.sleep(2e-4)}
-    out = {}
     try:
-        with torch.no_grad():
-            for _ in range(20):
-                model(*xs)
-            for name, between in modes.items():
-                timed = []
-                for _ in range(calls):
-                    between()
-                    ms, result = clock.time_call(model, xs)
-                    timed.append(ms)
-                    del result
-                out[name] = statistics.median(timed)
+        return {name: _timed(*loaded, calls, between)["timed_ms"] for name, between in modes.items()}
     finally:
         echo.kill()
         echo.wait()
-    return out
 
 
 @contextmanager

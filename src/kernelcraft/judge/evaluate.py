@@ -231,7 +231,9 @@ class Judge(TimingStage):
             return kept[1]
         measured = self.self_check(task, dataclasses.replace(cfg, timing=timing)).reference
         if measured is not None:
-            self._controls[key] = (time.monotonic(), measured)
+            now = time.monotonic()  # a long-lived judge sees many tasks: expired controls are let go
+            self._controls = {k: c for k, c in self._controls.items() if now - c[0] <= cfg.control_reuse_s}
+            self._controls[key] = (now, measured)
         return measured
 
     def _evaluate(self, task: Task, source: str, cfg: JudgeConfig, self_check: bool,
