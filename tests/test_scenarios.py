@@ -14,7 +14,7 @@ import torch
 
 from kernelcraft.judge import Judge, LocalPool, baseline_kind
 from kernelcraft.judge.config import TimingConfig
-from kernelcraft.judge.worker.timing import Clock, heat, server_pause
+from kernelcraft.judge.worker.timing import Clock, clock_settled, heat, server_pause
 from kernelcraft.store import baselines_job
 from kernelcraft.tasks import load_task_file
 
@@ -58,7 +58,19 @@ def test_heating_runs_at_least_its_minimum_and_stops_by_its_maximum() -> None:
     found = heat(torch.device("cpu"), 0.3, 1.0)
     took = time.perf_counter() - t0
     assert 0.3 <= found["heat_s"] <= took and took < 1.0 + 1.0  # one batch of matmuls may run past the maximum
-    assert "clock_mhz" in found  # None where the clock cannot be read (no cpufreq, no NVML)
+    assert "clock_mhz" in found and isinstance(found["settled"], bool)  # None where the clock cannot be read
+
+
+def test_a_clock_at_its_power_limit_has_settled_though_it_never_holds_still() -> None:
+    # An H100 under the heating matmul (measured): every reading between 1,290 and 1,410 MHz, none within 2% of
+    # the last for long. Its level holds; a clock still falling from its boost, or read for one window only, has
+    # not settled.
+    wander = [(i / 60, 1290 + 120 * ((i * 7) % 11) / 10) for i in range(180)]
+    assert clock_settled(wander, 3.0)
+    falling = [(i / 60, 1980 - 230 * i / 60) for i in range(180)]
+    assert not clock_settled(falling, 3.0)
+    assert not clock_settled([(1.0 + i / 60, 1305.0) for i in range(60)], 2.0)
+    assert not clock_settled([], 2.0)
 
 
 def test_a_verdict_reports_the_sustained_scenario_and_its_clock(cpu_judge: Judge) -> None:
