@@ -15,7 +15,11 @@ on the host's CPUs, as a pool's nvcc builds keep them busy beside the timed call
 
 A second table times the bare loop again with something between the calls, as the candidate's rounds have:
 a pipe round-trip to another process (the judge answering a request), or the host idle for 200 us. On 4xH200
-(twenty-eighth session) a 128x1024x128 matmul took 34 us back to back and 77 us after a 200 us sleep.
+(twenty-eighth session) a 128x1024x128 matmul took 34 us back to back and 77 us after a 200 us sleep. Its other
+columns put another call, synchronized, before each, as the candidate's call precedes the reference's in an ABAB
+round: the reference itself, a small Triton kernel (CUDA only), and B's column-major copy (what CUDA-L2's wrapper
+makes). On one H100 (twenty-ninth session) the reference ran 1.30-1.58x slower next to 27 honest short kernels, of
+both sets, than next to itself; these columns say whether a call of another kind before it is enough.
 
     python benchmarks/reference_overhead.py --device cuda --busy 0,16 --out $OUT
     python benchmarks/reference_overhead.py --device cpu --shapes 64x64x64     # checks the script, not the question
@@ -36,6 +40,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the CPU machine: no Triton column
+    triton = None
 
 from kernelcraft.judge import Judge, JudgeConfig
 from kernelcraft.judge.worker.timing import Clock
@@ -82,8 +92,38 @@ def _echo() -> subprocess.Popen:
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
 
 
-def paced(task: Task, device: torch.device, calls: int) -> dict[str, float]:
-    """The bare loop's median timed ms with each call preceded by nothing, a pipe round-trip, or 200 us idle."""
+if triton is not None:
+    @triton.jit
+    def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+def _synced(fn: Callable[[], object], device: torch.device) -> Callable[[], None]:
+    """`fn`, then wait for the device, as the judge's clock waits for a side's call before the next side's."""
+    def call() -> None:
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return call
+
+
+def _others(model: torch.nn.Module, xs: list, device: torch.device) -> dict[str, Callable[[], None] | None]:
+    """Calls of another kind to put before each of the reference's: itself, a Triton kernel, B's column-major copy."""
+    others: dict[str, Callable[[], None] | None] = {"after itself": _synced(lambda: model(*xs), device)}
+    if triton is not None and device.type == "cuda":
+        x = torch.zeros(4096, device=device)
+        others["after Triton"] = _synced(lambda: _add_one[(4,)](x, x.numel(), BLOCK=1024), device)
+        others["after Triton"]()  # compiled here, outside the timed loop
+    else:
+        others["after Triton"] = None
+    others["after B copy"] = _synced(lambda: xs[1].t().contiguous(), device)
+    return others
+
+
+def paced(task: Task, device: torch.device, calls: int) -> dict[str, float | None]:
+    """The bare loop's median timed ms with each call preceded by nothing, a pipe round-trip, 200 us idle, or a
+    synchronized call of another kind (_others; None where it cannot run here)."""
     loaded = _loaded(task, device)
     echo = _echo()
 
@@ -91,9 +131,12 @@ def paced(task: Task, device: torch.device, calls: int) -> dict[str, float]:
         echo.stdin.write(b"x")
         echo.stdout.read(1)
 
-    modes = {"back to back": lambda: None, "round-trip": round_trip, "sleep 200 us": lambda: time.sleep(2e-4)}
+    modes = {"back to back": lambda: None, "round-trip": round_trip, "sleep 200 us": lambda: time.sleep(2e-4),
+             **_others(loaded[0], loaded[1], device)}
     try:
-        return {name: _timed(*loaded, calls, between)["timed_ms"] for name, between in modes.items()}
+        with torch.no_grad():
+            return {name: _timed(*loaded, calls, between)["timed_ms"] if between else None
+                    for name, between in modes.items()}
     finally:
         echo.kill()
         echo.wait()
