@@ -133,10 +133,8 @@ def paced(task: Task, device: torch.device, calls: int) -> dict[str, float | Non
 
     modes = {"back to back": lambda: None, "round-trip": round_trip, "sleep 200 us": lambda: time.sleep(2e-4),
              **_others(loaded[0], loaded[1], device)}
-    try:
-        with torch.no_grad():
-            return {name: _timed(*loaded, calls, between)["timed_ms"] if between else None
-                    for name, between in modes.items()}
+    try:  # _timed runs each mode, `between` included, without autograd
+        return {name: _timed(*loaded, calls, between)["timed_ms"] if between else None for name, between in modes.items()}
     finally:
         echo.kill()
         echo.wait()

@@ -232,9 +232,9 @@ def heat(device: torch.device, min_s: float, max_s: float) -> dict[str, Any]:
             settled = True
             break
     del a, out
-    recent = [m for t, m in readings if t > (readings[-1][0] if readings else 0.0) - _SETTLE_WINDOW_S]
-    return {"heat_s": time.monotonic() - t0, **clock_info(), "clock_mhz": mhz,
-            "window_median_mhz": statistics.median(recent) if recent else None, "settled": settled}
+    last = _window_median(readings, readings[-1][0], 0) if readings else None
+    return {"heat_s": time.monotonic() - t0, **clock_info(), "clock_mhz": mhz, "window_median_mhz": last,
+            "settled": settled}
 
 
 # A device at its power limit does not hold one clock: an H100 under the heating matmul moves between about
@@ -248,12 +248,16 @@ def clock_settled(readings: list[tuple[float, float]], now: float) -> bool:
     """Whether (seconds, MHz) `readings` have settled by `now`: the median of the last `_SETTLE_WINDOW_S` is
     within `_SETTLE_SPREAD` of the median of the window before it, both windows read (the first reading at
     least 1.9 windows back)."""
-    last = [m for t, m in readings if now - t < _SETTLE_WINDOW_S]
-    before = [m for t, m in readings if _SETTLE_WINDOW_S <= now - t < 2 * _SETTLE_WINDOW_S]
-    if not last or not before or readings[0][0] > now - 1.9 * _SETTLE_WINDOW_S:
+    a, b = _window_median(readings, now, 0), _window_median(readings, now, 1)
+    if a is None or b is None or readings[0][0] > now - 1.9 * _SETTLE_WINDOW_S:
         return False
-    a, b = statistics.median(last), statistics.median(before)
     return abs(a - b) <= _SETTLE_SPREAD * max(a, b)
+
+
+def _window_median(readings: list[tuple[float, float]], now: float, back: int) -> float | None:
+    """The median MHz of the readings in window `back` before `now` (0: the last `_SETTLE_WINDOW_S`), or None."""
+    window = [m for t, m in readings if back * _SETTLE_WINDOW_S <= now - t < (back + 1) * _SETTLE_WINDOW_S]
+    return statistics.median(window) if window else None
 
 
 def _clock_mhz(cuda: bool) -> float | None:
