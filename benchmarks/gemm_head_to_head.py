@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hgemm import ShapeRow, missing_scenarios, summary, template_runs, vs_tunableop  # noqa: E402
 
 from kernelcraft.judge import (JUDGE_VERSION, SCENARIOS, Executor, Job, JudgeConfig, Result, Verdict,  # noqa: E402
-                               describe_device, open_executor)
+                               describe_device, open_executor, overstatement)
 from kernelcraft.kernels.external import import_kernel_set  # noqa: E402
 from kernelcraft.kernels.external.imported import origin_of  # noqa: E402
 from kernelcraft.report import geomean  # noqa: E402
@@ -224,6 +224,7 @@ def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[S
                        judge=v.env.get("judge_version", ""),
                        accumulator=origin.get("accumulator", ""),
                        vs_matmul=v.speedup if v.correct else None, significant=v.correct and v.significant and (v.speedup or 0) > 1,
+                       vs_matmul_alone=v.speedup / overstatement(v) if v.correct else None,
                        message=v.message[:160])
             b = store.baselines(key, device_name)
             for scenario in SCENARIOS:
@@ -238,7 +239,7 @@ def side_rows(store: Store, run_id: str | None, device_name: str, shapes: list[S
 
 def shape_rows(rows: list[dict]) -> list[ShapeRow]:
     """A side's correct kernels as hgemm.summary counts them."""
-    return [ShapeRow(shape=r["shape"], status="done", vs_matmul=r["vs_matmul"], vs_matmul_alone=r["vs_matmul"],
+    return [ShapeRow(shape=r["shape"], status="done", vs_matmul=r["vs_matmul"], vs_matmul_alone=r["vs_matmul_alone"],
                      vs_matmul_server=r["vs_matmul_server"], vs_tunableop=r["vs_tunableop_offline"],
                      vs_tunableop_server=r["vs_tunableop_server"], vs_matmul_sustained=r["vs_matmul_sustained"],
                      vs_tunableop_sustained=r["vs_tunableop_sustained"], significant=r["significant"])
