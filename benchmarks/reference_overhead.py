@@ -21,12 +21,14 @@ round: the reference itself, a small Triton kernel (CUDA only), and B's column-m
 makes). On one H100 (twenty-ninth session) the reference ran 1.30-1.58x slower next to 27 honest short kernels, of
 both sets, than next to itself; these columns say whether a call of another kind before it is enough.
 
-A third table alternates the reference with a candidate of another kind that does the same work, as the judge's
-rounds do (ABAB), and times each side after the other and after itself: B's column-major copy then torch.matmul
-(the shape of CUDA-L2's wrapper) and the template search's first Triton kernel for the shape (CUDA only). If the
-candidate is slowed after the reference as much as the reference after the candidate, the order costs both sides
-alike: the measured speedup (ABAB) is then fair, and the credit a flagged verdict gets (the reference next to itself
-over the candidate next to the reference) understates it.
+A third table runs the judge's own rounds (worker/timing.run_interleaved: fresh inputs each round, then the
+first side, then the second) with a candidate of another kind that does the reference's work: B's column-major copy
+then torch.matmul (the shape of CUDA-L2's wrapper), and the template search's first Triton kernel for the shape (CUDA
+only). As judged, the candidate runs first and the reference right after it; the control runs the reference then
+itself; a third pairing runs the candidate then itself. The flag's ratio is the reference after the candidate over
+the reference after itself. If the candidate, first in its rounds after the input copies, runs as much slower than
+after itself, the order costs both sides alike, and a flagged verdict's credit (the reference after itself over the
+candidate first) understates it.
 
     python benchmarks/reference_overhead.py --device cuda --busy 0,16 --out $OUT
     python benchmarks/reference_overhead.py --device cpu --shapes 64x64x64     # checks the script, not the question
@@ -55,7 +57,7 @@ except ImportError:  # the CPU machine: no Triton column
     triton = None
 
 from kernelcraft.judge import Judge, JudgeConfig, describe_device
-from kernelcraft.judge.worker.timing import Clock
+from kernelcraft.judge.worker.timing import Clock, local_rounds, run_interleaved
 from kernelcraft.kernels.gemm import DeviceCaps, config_space, render_config
 from kernelcraft.tasks import Shape, Task, hgemm_task, parse_shapes
 from kernelcraft.tasks.runtime import build_model, exec_module, make_init_inputs, make_inputs, torch_dtype
@@ -161,26 +163,34 @@ def _same_work(shape: Shape, device: torch.device) -> dict[str, torch.nn.Module 
     return kinds
 
 
-def alternating(shape: Shape, device: torch.device, calls: int) -> dict[str, dict[str, float] | None]:
-    """Per candidate kind (_same_work): the median timed ms of the reference and the candidate by the judge's clock,
-    each back to back after itself, and each after the other as ABAB rounds alternate them."""
-    model, xs, clock = _loaded(hgemm_task(shape), device)
+def _rounds(first: Callable[..., object], second: Callable[..., object], sets: list[list], clock: Clock) -> tuple[float, float]:
+    """The median timed ms of `first` and `second` in the judge's own rounds (worker/timing.run_interleaved: each
+    round makes fresh inputs from one of `sets`, times `first`, then `second`), without its requests and spot checks."""
+    samples = run_interleaved([("candidate", first), ("reference", second)], sets, clock, JudgeConfig().timing,
+                              local_rounds(len(sets)), lambda *_: None)
+    return statistics.median(samples["candidate"]), statistics.median(samples["reference"])
+
+
+def alternating(shape: Shape, device: torch.device) -> dict[str, dict[str, float] | None]:
+    """Per candidate kind (_same_work), the judge's rounds three ways: the candidate then the reference (as judged),
+    the reference then itself (the control) and the candidate then itself: each side's median timed ms in the first
+    slot (after the round's input copies) and the second (right after the first side's call)."""
+    task = hgemm_task(shape)
+    model, xs, clock = _loaded(task, device)
+    module = exec_module(task.source, "task.py", "task")
+    sets = [xs] + [make_inputs(module, seed, device, torch_dtype(task.meta.dtype)) for seed in (1, 2)]
     out: dict[str, dict[str, float] | None] = {}
     for kind, cand in _same_work(shape, device).items():
         if cand is None:
             out[kind] = None
             continue
         with torch.no_grad():
-            for _ in range(20):  # compiled and warmed outside the timed loops
-                cand(*xs)
-            ref_alt, cand_alt = [], []
-            for _ in range(calls):
-                cand_alt.append(clock.time_call(cand, xs)[0])
-                ref_alt.append(clock.time_call(model, xs)[0])
-        out[kind] = {"ref_after_ref": _timed(model, xs, clock, calls)["timed_ms"],
-                     "ref_after_cand": statistics.median(ref_alt),
-                     "cand_after_cand": _timed(cand, xs, clock, calls)["timed_ms"],
-                     "cand_after_ref": statistics.median(cand_alt)}
+            cand_first, ref_after_cand = _rounds(cand, model, sets, clock)
+            ref_first, ref_after_ref = _rounds(model, model, sets, clock)
+            cand_first_alone, cand_after_cand = _rounds(cand, cand, sets, clock)
+        out[kind] = {"cand_first": cand_first, "ref_after_cand": ref_after_cand, "ref_first": ref_first,
+                     "ref_after_ref": ref_after_ref, "cand_first_alone": cand_first_alone,
+                     "cand_after_cand": cand_after_cand}
     return out
 
 
@@ -244,20 +254,21 @@ def main() -> None:
     print(f"{'shape':<18}" + "".join(f"{m:>16}" for m in next(iter(pacing.values()))))
     for shape, row in pacing.items():
         print(f"{str(shape):<18}" + "".join(f"{us(ms):>16}" for ms in row.values()))
-    alternation = {shape: alternating(shape, device, args.calls) for shape in parse_shapes(args.shapes)}
-    print(f"\n{name}: each side after itself and after the other (ABAB), median us (x/y: x timed after y); the "
-          "candidate's speedup measured ABAB, each side alone, and as a flagged verdict is credited (mm/mm over cand/mm)")
-    print(f"{'shape':<18}{'candidate':<17}{'mm/mm':>8}{'mm/cand':>9}{'cand/cand':>10}{'cand/mm':>9}"
-          f"{'ABAB':>7}{'alone':>7}{'credited':>9}")
+    alternation = {shape: alternating(shape, device) for shape in parse_shapes(args.shapes)}
+    print(f"\n{name}: the judge's rounds (the first side after the round's input copies, the second right after the "
+          "first's call), median us, x/y: x second after y, x/- x first; the candidate's speedup as measured (mm/cand "
+          "over cand/-), as a flagged verdict is credited (mm/mm over cand/-), and each side after itself (mm/mm over cand/cand)")
+    print(f"{'shape':<18}{'candidate':<17}{'cand/-':>8}{'mm/cand':>9}{'mm/mm':>8}{'cand/cand':>10}"
+          f"{'flag ratio':>11}{'measured':>9}{'credited':>9}{'alike':>7}")
     for shape, kinds in alternation.items():
         for kind, t in kinds.items():
             if t is None:
                 print(f"{str(shape):<18}{kind:<17}  (cannot run here)")
                 continue
-            print(f"{str(shape):<18}{kind:<17}{us(t['ref_after_ref']):>8}{us(t['ref_after_cand']):>9}"
-                  f"{us(t['cand_after_cand']):>10}{us(t['cand_after_ref']):>9}"
-                  f"{t['ref_after_cand'] / t['cand_after_ref']:>7.2f}{t['ref_after_ref'] / t['cand_after_cand']:>7.2f}"
-                  f"{t['ref_after_ref'] / t['cand_after_ref']:>9.2f}")
+            print(f"{str(shape):<18}{kind:<17}{us(t['cand_first']):>8}{us(t['ref_after_cand']):>9}{us(t['ref_after_ref']):>8}"
+                  f"{us(t['cand_after_cand']):>10}{t['ref_after_cand'] / t['ref_after_ref']:>11.2f}"
+                  f"{t['ref_after_cand'] / t['cand_first']:>9.2f}{t['ref_after_ref'] / t['cand_first']:>9.2f}"
+                  f"{t['ref_after_ref'] / t['cand_after_cand']:>7.2f}")
     (args.out / "reference_overhead.json").write_text(json.dumps({
         "device": name, "rows": rows, "pacing": {str(k): v for k, v in pacing.items()},
         "alternation": {str(k): v for k, v in alternation.items()}}, indent=1))
