@@ -158,7 +158,9 @@ def _same_work(shape: Shape, device: torch.device) -> dict[str, torch.nn.Module 
         "B copy + mm": lambda a, b: torch.matmul(a, b.t().contiguous().t())}
     if triton is not None and device.type == "cuda":
         source = render_config(config_space(shape, DeviceCaps.of(describe_device("cuda")))[0])
-        kinds["Triton template"] = exec_module(source, "candidate.py", "candidate").ModelNew().to(device)
+        path = Path(tempfile.mkdtemp(prefix="kc-overhead-cand-")) / "candidate.py"
+        path.write_text(source)  # @triton.jit reads its function's source back from the file, as in the worker
+        kinds["Triton template"] = exec_module(source, str(path), "candidate").ModelNew().to(device)
     else:
         kinds["Triton template"] = None
     return kinds
