@@ -130,8 +130,10 @@ def test_a_slowed_reference_reject_times_the_reference_alone_again_first(cache_d
     audit = v.stage("audit").details
     assert audit["reference_vs_trusted"] > 2.0
     # (on a loaded host the reference alone can read quiet again: then the control decides)
-    assert min(audit["reference_vs_trusted_now"], audit.get("reference_vs_control", 1e9)) < 2.0
-    assert audit["reference_slowdown"] == min(audit["reference_vs_trusted_now"], audit.get("reference_vs_control", 1e9))
+    ruled = min(audit["reference_vs_trusted_now"], audit.get("reference_vs_control", 1e9),
+                audit.get("reference_vs_control_first", 1e9))
+    assert ruled < 2.0
+    assert audit["reference_slowdown"] == ruled
 
 
 class _CountedControls(_QuietTrustedTime):
@@ -157,10 +159,37 @@ def test_the_slowed_reference_flag_holds_against_a_recent_control(cache_dir: Pat
         assert v.status is Status.CORRECT, v.message
         audit = v.stage("audit").details
         assert audit["reference_vs_trusted"] > 100  # against the faked trusted time, a thousandfold
-        assert audit["reference_slowdown"] == audit["reference_vs_control"] < 100
-        flagged = audit["reference_vs_control"] > FAST.slowed_reference_flag
+        assert audit["reference_slowdown"] == min(audit["reference_vs_control"], audit["reference_vs_control_first"]) < 100
+        flagged = audit["reference_slowdown"] > FAST.slowed_reference_flag
         assert v.has_flag("slowed_reference") == flagged
-        assert overstatement(v) == (max(1.0, audit["reference_vs_control"]) if flagged else 1.0)
+        assert overstatement(v) == (max(1.0, audit["reference_slowdown"]) if flagged else 1.0)
+
+
+class _FastSecondSlotControl(_QuietTrustedTime):
+    """_QuietTrustedTime whose control's reference runs four times faster in the reference's slot of its rounds
+    than in the candidate's, as a short call right after itself runs faster than after a call of another kind."""
+
+    def self_check(self, task, config=None):
+        v = super().self_check(task, config)
+        # (without the host's part: both ratios are then the raw times', four times apart)
+        v.candidate = TimingStats.of(v.candidate.samples_ms)
+        v.reference = TimingStats.of([s / 4 for s in v.candidate.samples_ms])
+        return v
+
+
+def test_the_slowed_reference_is_ruled_against_the_control_in_the_candidates_own_slot(cache_dir: Path) -> None:
+    """Next to a candidate, the reference follows the candidate's call; in the control it follows itself, which a
+    short call gains from. The control's reference in the candidate's slot (after the judge's input copies, as the
+    candidate) is timed where the candidate was: a slowdown that it explains is no flag, and caps no credit."""
+    judge = _FastSecondSlotControl("cpu", cache_dir=cache_dir, config=FAST.with_overrides({"slowed_reference_reject": 1e9}))
+    v = judge.evaluate(resolve_task("leaky_relu_clamp"), (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text())
+    assert v.status is Status.CORRECT, v.message
+    audit = v.stage("audit").details
+    assert audit["reference_vs_control"] == pytest.approx(4 * audit["reference_vs_control_first"])
+    assert audit["reference_slowdown"] == audit["reference_vs_control_first"]
+    flagged = audit["reference_slowdown"] > FAST.slowed_reference_flag
+    assert v.has_flag("slowed_reference") == flagged
+    assert overstatement(v) == (audit["reference_slowdown"] if flagged else 1.0)
 
 
 class _QuietAloneTimes(_QuietTrustedTime):

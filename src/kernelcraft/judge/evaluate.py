@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ..tasks import Task
-from .audit import Audit, slowed_reference_reject
+from .audit import Audit, Control, slowed_reference_reject
 from .builds import BuildService
 from .ceilings import CeilingsCache
 from .config import JudgeConfig, TimingConfig
@@ -47,7 +47,7 @@ from .toolchain import compilers
 from .verdict import Flag, StageResult, Status, TimingStats, Verdict
 from .workers import SecretSeeds, WorkerSupply
 
-JUDGE_VERSION = "15"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout; the timed rounds' inputs and checks drawn by the judge (each round checked with probability spot_checks / rounds, 10 on average, decided after the call returned) and compared in the trusted worker on inputs it makes; every call of the candidate's pinned as the timed rounds are; CPU workers' malloc keeps what is freed; 12: a kernel of internal linkage (CUTLASS 4's static device_kernel) compiled into the candidate's extension is its own; 13: a slowed-reference reject holds against a control (the reference judged as the candidate, now) and is judged again from the start; the device lock is the machine's, not the workspace's; 14: the slowed_reference flag holds against a control too (a recent one), and a flagged verdict's credit is capped by the audit's slowdown, the smallest of its ratios; 15: the sustained scenario's clock has settled when its median holds from one 1 s window to the next (an H100 at its power limit never held one clock, and every heating ran to its maximum)
+JUDGE_VERSION = "16"  # 2: binary_exact and guard_zones checks, the server timing scenario; 3: timing before the profile, the launch counter idle in timed calls; 4: the slowed-reference rules account for the host's speed; 5: the other workers stopped while one is timed; 6: timed rounds pinned to the fastest CPU; 7: a large win timed again before its audit; 8: iterations from the median warm-up call, not the mean; a large win timed twice, not four times; 9: outputs compared seed by seed in the task's trusted worker, without files, against a float64 truth; timeouts scaled to the reference; judge_error; device memory budgeted; 10: the rule on library calls: a kernel compiled into the candidate's extension is its own, and below coverage_credit_below a speedup earns no credit; a slow host excuses a slowed reference by 4x at most; 11: the kernels of its own a CUDA graph replay runs count as the candidate's own launches (coverage counts device records, not calls of its wrapped functions); extensions built by the judge, in a builder process, and published to the shared build cache, which the candidate only reads, verified; a build asked for after loading fails; a load's builds together get the build timeout; the timed rounds' inputs and checks drawn by the judge (each round checked with probability spot_checks / rounds, 10 on average, decided after the call returned) and compared in the trusted worker on inputs it makes; every call of the candidate's pinned as the timed rounds are; CPU workers' malloc keeps what is freed; 12: a kernel of internal linkage (CUTLASS 4's static device_kernel) compiled into the candidate's extension is its own; 13: a slowed-reference reject holds against a control (the reference judged as the candidate, now) and is judged again from the start; the device lock is the machine's, not the workspace's; 14: the slowed_reference flag holds against a control too (a recent one), and a flagged verdict's credit is capped by the audit's slowdown, the smallest of its ratios; 15: the sustained scenario's clock has settled when its median holds from one 1 s window to the next (an H100 at its power limit never held one clock, and every heating ran to its maximum); 16: the slowed reference is also ruled against the control's reference in the candidate's own slot of the rounds (after the judge's input copies, as the candidate), not only in the reference's slot (right after the reference itself)
 
 
 # What each side of `Judge.baseline` is stored as: eager under the judge's strict precision, eager and
@@ -125,7 +125,7 @@ class Judge(TimingStage):
         self.device_ceilings = CeilingsCache(self.cache_dir, self._device_key, self._measure_ceilings)
         self.audit = Audit(self.device_ceilings, lambda task: self.baseline(task, compiled=False, defaults=False)["reference"],
                            self.reference_control)
-        self._controls: dict[tuple[str, TimingConfig], tuple[float, TimingStats]] = {}
+        self._controls: dict[tuple[str, TimingConfig], tuple[float, Control]] = {}
 
     @functools.cached_property
     def builds(self) -> BuildService:
@@ -220,16 +220,19 @@ class Judge(TimingStage):
         coverage reject), never judges a candidate's source."""
         return self._evaluate(task, self_check_source(task), config or self.config, self_check=True)
 
-    def reference_control(self, task: Task, cfg: JudgeConfig, fresh: bool = True) -> TimingStats | None:
-        """The audit's control: the reference's offline time next to itself as the candidate (a self-check,
-        by the candidate's protocol), measured now, or unless `fresh` one of the last `control_reuse_s`
-        seconds; None where the self-check measured none. Offline only: the audit compares offline times."""
+    def reference_control(self, task: Task, cfg: JudgeConfig, fresh: bool = True) -> Control | None:
+        """The audit's control: the reference's offline times next to itself as the candidate (a self-check,
+        by the candidate's protocol), in both slots of its rounds, measured now, or unless `fresh` of the last
+        `control_reuse_s` seconds; None where the self-check measured none. Offline only: the audit compares
+        offline times."""
         timing = dataclasses.replace(cfg.timing, server=False, sustained=False)
         key = (task.key, timing)
         kept = self._controls.get(key)
         if not fresh and kept is not None and time.monotonic() - kept[0] <= cfg.control_reuse_s:
             return kept[1]
-        measured = self.self_check(task, dataclasses.replace(cfg, timing=timing)).reference
+        checked = self.self_check(task, dataclasses.replace(cfg, timing=timing))
+        first, second = checked.candidate, checked.reference
+        measured = Control(first, second) if first is not None and second is not None else None
         if measured is not None:
             now = time.monotonic()  # a long-lived judge sees many tasks: expired controls are let go
             self._controls = {k: c for k, c in self._controls.items() if now - c[0] <= cfg.control_reuse_s}

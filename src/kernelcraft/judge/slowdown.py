@@ -51,7 +51,7 @@ def overstatement(verdict: Verdict) -> float:
     """How many times a verdict's speedup overstates its speedup over the reference alone: the
     reference's slowdown where the verdict is flagged slowed_reference and that slowdown is above 1;
     else 1. The slowdown is the audit's (the smallest against the trusted time, the reference alone
-    again and the control), or for a verdict of a judge before version 14, against the trusted time
+    again and the control's reference in either slot of its rounds), or for a verdict of a judge before version 14, against the trusted time
     (the host accounted, unless the candidate started native threads)."""
     if not verdict.has_flag("slowed_reference") or verdict.reference is None or verdict.trusted_reference is None:
         return 1.0
