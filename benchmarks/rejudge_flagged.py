@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_head_to_head import CONFIG  # noqa: E402 - judged with the head-to-head's options (every scenario), as it was
 
-from kernelcraft.judge import (JUDGE_VERSION, Job, JudgeConfig, Verdict, describe_device, open_executor,  # noqa: E402
-                               overstatement)
+from kernelcraft.judge import (JUDGE_VERSION, DeviceUnavailable, Job, JudgeConfig, Verdict, check_device,  # noqa: E402
+                               describe_device, open_executor, overstatement)
 from kernelcraft.store import Store  # noqa: E402
 from kernelcraft.tasks import GEMM_FAMILIES, Task, hgemm_task, load_task_file, parse_shapes  # noqa: E402
 
@@ -133,7 +133,11 @@ def main() -> None:
     if not (args.workspace / "kernelcraft.db").is_file():
         ap.error(f"{args.workspace} holds no kernelcraft.db")
     args.out.mkdir(parents=True, exist_ok=True)
-    device_name = args.device_name or describe_device("cuda").name
+    try:
+        device_name = args.device_name or describe_device("cuda").name
+        check_device("cuda")
+    except DeviceUnavailable:
+        sys.exit("rejudge_flagged: no CUDA device here, and the verdicts are judged again on a GPU")
     start = time.monotonic()
     with Store(args.workspace) as old, tempfile.TemporaryDirectory() as scratch:
         todo = [f for f in flagged(old, args.flag, device_name, Path(scratch))
