@@ -134,10 +134,10 @@ def main() -> None:
         ap.error(f"{args.workspace} holds no kernelcraft.db")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        device_name = args.device_name or describe_device("cuda").name
         check_device("cuda")
     except DeviceUnavailable:
         sys.exit("rejudge_flagged: no CUDA device here, and the verdicts are judged again on a GPU")
+    device_name = args.device_name or describe_device("cuda").name
     start = time.monotonic()
     with Store(args.workspace) as old, tempfile.TemporaryDirectory() as scratch:
         todo = [f for f in flagged(old, args.flag, device_name, Path(scratch))
