@@ -348,13 +348,13 @@ def test_build_refuses_unknown_runs_runs_without_gemms_and_occupied_dirs(tmp_pat
 
 
 def _record(store: Store, run_id: str, task: Any, source: str, speedup: float, flags: tuple[str, ...] = (),
-            alone_ms: float | None = None) -> int:
+            alone_ms: float | None = None, env: dict[str, str] | None = None) -> int:
     """A correct verdict and its attempt, as a search would have recorded them (the reference timed at
-    1 ms next to the kernel; `alone_ms`, its trusted time alone)."""
+    1 ms next to the kernel; `alone_ms`, its trusted time alone; `env`, the machine it names)."""
     v = Verdict(status=Status.CORRECT, task=task.key, device="cpu", speedup=speedup, significant=True,
                 reference=TimingStats.of([1.0]), candidate=TimingStats.of([1.0 / speedup]), candidate_hash=source,
                 trusted_reference=TimingStats.of([alone_ms]) if alone_ms else None,
-                flags=[Flag(c, "") for c in flags], env={"device_name": "cpu-x", "torch": "2.x", "triton": "3.x"},
+                flags=[Flag(c, "") for c in flags], env=env or {"device_name": "cpu-x", "torch": "2.x", "triton": "3.x"},
                 stages=[StageResult("audit", True, details={"ceilings": {"bandwidth_bytes_per_s": 5e10}})])
     vid = store.record_verdict(task, source, v, run_id=run_id)
     sample = len(store.attempts(run_id, task.key))
@@ -420,11 +420,43 @@ def test_a_pack_takes_each_shapes_best_kernel_from_any_run_and_names_its_source(
     assert f"runs {search}, {suite}" in (tmp_path / "p" / "README.txt").read_text()
 
 
-def _record_verdict(store: Store, run_id: str, task: Any, source: str, speedup: float) -> int:
+def test_a_pack_mixing_a_search_and_an_imported_set_loads_and_runs_each_kernel(tmp_path: Path, cache_dir: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31's pack from any source, end to end on this machine: one shape's best kernel from a search,
+    another's from an imported set, both real kernels; loaded, each shape runs its own kernel and the result is
+    right, and a third shape falls to torch.matmul."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache_dir / "pack_extensions"))
+    env = {"device_name": current_device_name("cpu"), "torch": torch.__version__, "triton": installed_triton()}
+    imported = "KERNEL_ORIGIN = {'set': 'cuda-l2', 'file': 'kernels/x/96_64_32.cu', 'license': 'MIT'}\n" + HGEMM_CPU
+    ours, theirs = hgemm_task(Shape(*SHAPES[0])), hgemm_task(Shape(*SHAPES[1]))
+    with Store(tmp_path / "ws") as store:
+        search = store.start_run("optimize", {})
+        store.add_run_tasks(search, [ours])
+        ours_id = _record(store, search, ours, HGEMM_CPU, 1.5, env=env)
+        suite = store.start_run("eval-suite", {"suite": "hgemm"})
+        theirs_id = _record_verdict(store, suite, theirs, imported, 1.4, env=env)
+        m = build_pack(store, [search, suite], tmp_path / "p")
+    assert [(e.shape, e.verdict_id, e.source) for e in m.entries] == [(SHAPES[0], ours_id, "kernelcraft"),
+                                                                      (SHAPES[1], theirs_id, "cuda-l2")]
+    pack = load(tmp_path / "p")
+    served = []
+    for shape, model in pack.models.items():
+        real = model.forward
+        model.forward = lambda a, b, shape=shape, real=real: served.append(shape) or real(a, b)
+    for shape in SHAPES:
+        a, b = _inputs(*shape)
+        assert pack.route(a, b).kind == "exact" and _close(pack.matmul(a, b), a, b)
+    a, b = _inputs(32, 32, 128)
+    assert pack.route(a, b).kind == "torch" and _close(pack.matmul(a, b), a, b)
+    assert served == SHAPES
+
+
+def _record_verdict(store: Store, run_id: str, task: Any, source: str, speedup: float,
+                    env: dict[str, str] | None = None) -> int:
     """A correct verdict as eval-suite records one: no attempt."""
     v = Verdict(status=Status.CORRECT, task=task.key, device="cpu", speedup=speedup, significant=True,
                 reference=TimingStats.of([1.0]), candidate=TimingStats.of([1.0 / speedup]), candidate_hash=source,
-                env={"device_name": "cpu-x", "torch": "2.x", "triton": "3.x"})
+                env=env or {"device_name": "cpu-x", "torch": "2.x", "triton": "3.x"})
     return store.record_verdict(task, source, v, run_id=run_id)
 
 
