@@ -20,9 +20,10 @@ from kernelcraft.judge.builds import BuildBudget, BuildService
 from kernelcraft.judge.sandbox import live_worker_pids
 from kernelcraft.judge.slowdown import overstatement, verdict_slowdown
 from kernelcraft.judge.verdict import TimingStats
-from kernelcraft.tasks import resolve_task, task_from_source
+from kernelcraft.tasks import load_task_file, resolve_task, task_from_source
 
 from .conftest import CANDIDATES, FAST
+from .redteam.cases import CANDIDATES_DIR, TASKS_DIR
 
 TRITON = '''
 import torch
@@ -190,6 +191,34 @@ def test_the_slowed_reference_is_ruled_against_the_control_in_the_candidates_own
     flagged = audit["reference_slowdown"] > FAST.slowed_reference_flag
     assert v.has_flag("slowed_reference") == flagged
     assert overstatement(v) == (audit["reference_slowdown"] if flagged else 1.0)
+
+
+class _SpikedControls(Judge):
+    """A judge whose every other control (the first of each evaluation's two) reads 50 times slower, as one
+    measured while a busy host slowed the reference's worker."""
+
+    controls = 0
+
+    def self_check(self, task, config=None):
+        v = super().self_check(task, config)
+        self.controls += 1
+        if self.controls % 2:
+            v.candidate = TimingStats.of([s * 50 for s in v.candidate.samples_ms])
+            v.reference = TimingStats.of([s * 50 for s in v.reference.samples_ms])
+        return v
+
+
+def test_a_reject_overturned_by_a_slow_control_is_ruled_against_a_second(cache_dir: Path) -> None:
+    """A control measured in a moment the host was busy must not excuse a candidate that slows the reference
+    (the red team's torch.library re-registration of aten::relu, about 10x): where the control would overturn
+    the reject, a second one is measured and the faster kept."""
+    judge = _SpikedControls("cpu", cache_dir=cache_dir, config=FAST)
+    v = judge.evaluate(load_task_file(TASKS_DIR / "relu.py"), (CANDIDATES_DIR / "04_slow_reference_dispatch.py").read_text(),
+                       config=FAST.with_overrides({"static_checks": False}))
+    assert v.status is Status.HACK_DETECTED, v.message
+    audit = v.stage("audit").details
+    assert audit["reject"] == "slowed_reference" and audit["controls"] == 2
+    assert min(audit["reference_vs_control"], audit["reference_vs_control_first"]) > FAST.slowed_reference_reject
 
 
 class _QuietAloneTimes(_QuietTrustedTime):

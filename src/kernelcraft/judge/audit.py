@@ -86,8 +86,11 @@ class Audit:
             stage.details["reference_vs_trusted_now"] = verdict_slowdown(v, alone_now).ratio
             slowed = min(slowed, stage.details["reference_vs_trusted_now"])
             if slowed > cfg.slowed_reference_reject and control:
-                # Nor on unlike measurements (the control, below), measured now.
-                slowed = self._against_control(task, v, stage, cfg, slowed, fresh=True)
+                # Nor on unlike measurements (the control, below), measured now. A control measured while the
+                # host was busy reads slow too (on a loaded 2-core host, 6x for a moment) and would excuse a
+                # candidate that slows the reference 10x: a reject the control overturns is ruled against the
+                # faster of two.
+                slowed = self._against_control(task, v, stage, cfg, slowed, fresh=True, tries=2)
         if slowed > cfg.slowed_reference_flag and control and "reference_vs_control" not in stage.details:
             # Neither a reject nor the flag may rest on unlike measurements: alone, the reference runs in a
             # bare loop, back to back; next to a candidate, in rounds paced by the judge's requests and spot
@@ -128,20 +131,32 @@ class Audit:
                 v.message += f", counted as {v.effective_speedup:.2f}x under the rule on library calls ({LOW_COVERAGE})"
 
     def _against_control(self, task: Task, v: Verdict, stage: StageResult, cfg: JudgeConfig, slowed: float,
-                         fresh: bool) -> float:
+                         fresh: bool, tries: int = 1) -> float:
         """The slowdown `slowed`, or the reference next to the candidate against the control where that is
         smaller: against the control's reference in the same slot (`reference_vs_control`), and in the
-        candidate's own slot (`reference_vs_control_first`); a failed control leaves it as it was."""
-        controlled = self.reference_control(task, cfg, fresh)
-        if controlled is None:
+        candidate's own slot (`reference_vs_control_first`); a failed control leaves it as it was. With
+        `tries` 2, a second control is measured where the first brings the slowdown to the reject threshold
+        or below, and the faster control (the larger ratios) is kept (`controls`: how many were measured)."""
+        kept: tuple[float, float] | None = None
+        for n in range(1, tries + 1):
+            controlled = self.reference_control(task, cfg, fresh)
+            if controlled is None:
+                break
+            stage.details["controls"] = n
+            # A call of another kind right before a short one slows it (on an H100, torch.matmul at 60 us ran
+            # 1.1-1.3x slower after a Triton kernel or a copy than after itself). In the control the reference's
+            # slot follows the reference; next to a candidate it follows the candidate. The first slot follows the
+            # judge's own input copies in both: the reference there is timed where the candidate was, and no
+            # candidate comes near it.
+            ratios = (verdict_slowdown(v, controlled.second).ratio, verdict_slowdown(v, controlled.first).ratio)
+            if kept is None or min(ratios) > min(kept):
+                kept = ratios
+            if min(slowed, *kept) > cfg.slowed_reference_reject:
+                break
+        if kept is None:
             return slowed
-        stage.details["reference_vs_control"] = verdict_slowdown(v, controlled.second).ratio
-        # A call of another kind right before a short one slows it (on an H100, torch.matmul at 60 us ran 1.1-1.3x
-        # slower after a Triton kernel or a copy than after itself). In the control the reference's slot follows
-        # the reference; next to a candidate it follows the candidate. The first slot follows the judge's own input
-        # copies in both: the reference there is timed where the candidate was, and no candidate comes near it.
-        stage.details["reference_vs_control_first"] = verdict_slowdown(v, controlled.first).ratio
-        return min(slowed, stage.details["reference_vs_control"], stage.details["reference_vs_control_first"])
+        stage.details["reference_vs_control"], stage.details["reference_vs_control_first"] = kept
+        return min(slowed, *kept)
 
     @staticmethod
     def _reject(v: Verdict, stage: StageResult, kind: str, message: str) -> None:
