@@ -22,20 +22,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_head_to_head import CONFIG  # noqa: E402 - judged with the head-to-head's options (every scenario), as it was
+# judged with the head-to-head's options (every scenario), as it was, and run in its slices' way
+from gemm_head_to_head import CONFIG, Part, run_parts  # noqa: E402
 
-from kernelcraft.judge import (JUDGE_VERSION, DeviceUnavailable, Job, JudgeConfig, Verdict, check_device,  # noqa: E402
-                               describe_device, open_executor, overstatement)
+from kernelcraft.judge import (JUDGE_VERSION, DeviceUnavailable, Job, JudgeConfig, Result, Verdict,  # noqa: E402
+                               check_device, describe_device, open_executor, overstatement)
 from kernelcraft.store import Store  # noqa: E402
-from kernelcraft.tasks import GEMM_FAMILIES, Task, hgemm_task, load_task_file, parse_shapes  # noqa: E402
+from kernelcraft.tasks import GEMM_FAMILIES, Task, hgemm_task, parse_shapes, task_from_source  # noqa: E402
 
 RATIOS = ("reference_slowdown", "reference_vs_control", "reference_vs_control_first")
 
@@ -52,20 +51,19 @@ class Flagged:
     imported: bool
 
 
-def _task(store: Store, key: str, scratch: Path) -> Task:
+def _task(store: Store, key: str) -> Task:
     family, _, rest = key.partition("/")
     if family in GEMM_FAMILIES:
         return hgemm_task(parse_shapes(rest)[0], family)
-    path = scratch / (key.replace("/", "_") + ".py")
-    path.write_text(store.task_source(key))
-    return load_task_file(path, key=key)
+    return task_from_source(store.task_source(key), key)
 
 
-def flagged(store: Store, flag: str, device_name: str, scratch: Path) -> list[Flagged]:
+def flagged(store: Store, flag: str, device_name: str) -> list[Flagged]:
     """The latest verdict of each (run, task) on `device_name` that carries `flag`, imported kernels last."""
+    runs = store.runs()
     # a run's side: the head-to-head names it; an imported set's (import-kernels) CUTLASS builds take minutes
-    kinds = {r.id: str(r.args.get("head_to_head", r.kind)) for r in store.runs()}
-    imported = {r.id for r in store.runs() if "import-kernels" in str(r.args.get("solutions", ""))}
+    kinds = {r.id: str(r.args.get("head_to_head", r.kind)) for r in runs}
+    imported = {r.id for r in runs if "import-kernels" in str(r.args.get("solutions", ""))}
     latest: dict[tuple[str | None, str], int] = {}
     for row in sorted(store.verdicts(), key=lambda r: r.created_at):
         if row.device_name == device_name:
@@ -74,7 +72,7 @@ def flagged(store: Store, flag: str, device_name: str, scratch: Path) -> list[Fl
     for (run_id, key), vid in latest.items():
         v = store.verdict(vid)
         if v.has_flag(flag):
-            task = _task(store, key, scratch)
+            task = _task(store, key)
             found.append(Flagged(vid, task, store.candidate_source(vid), kinds.get(run_id, ""), v, run_id in imported))
     return sorted(found, key=lambda f: (f.imported, f.task.key))
 
@@ -139,29 +137,24 @@ def main() -> None:
         sys.exit("rejudge_flagged: no CUDA device here, and the verdicts are judged again on a GPU")
     device_name = args.device_name or describe_device("cuda").name
     start = time.monotonic()
-    with Store(args.workspace) as old, tempfile.TemporaryDirectory() as scratch:
-        todo = [f for f in flagged(old, args.flag, device_name, Path(scratch))
-                if not args.side or f.run_kind in args.side]
+    with Store(args.workspace) as old:
+        todo = [f for f in flagged(old, args.flag, device_name) if not args.side or f.run_kind in args.side]
     print(f"{len(todo)} verdicts on {device_name} flagged {args.flag}", flush=True)
     new: dict[int, Verdict] = {}
     with Store(args.into) as store, open_executor("cuda", cache_dir=store.cache_dir, workers=args.workers,
                                                   config=JudgeConfig().with_overrides(CONFIG)) as pool:
         run_id = store.start_run("rejudge", {"from": str(args.workspace), "flag": args.flag})
-        waiting, running = list(todo), set()
-        while waiting or running:
-            while waiting and len(running) < 2 * pool.workers and time.monotonic() < start + args.budget_wall_s:
-                f = waiting.pop(0)
-                running.add(pool.submit(Job(f.task, f.source, tag=f.verdict_id)))
-            if not running:
-                break
-            finished, running = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                r = fut.result()
-                if r.verdict is not None:
-                    new[r.job.tag] = r.verdict
-                    store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id,
-                                         origin=f"rejudge:{r.job.tag}")
-                print(f"[rejudge] {r.job.task.key}: {r.verdict.summary() if r.verdict else r.error}", flush=True)
+
+        def record(r: Result) -> bool:
+            print(f"[rejudge] {r.job.task.key}: {r.verdict.summary() if r.verdict else r.error}", flush=True)
+            if r.verdict is None:
+                return False
+            new[r.job.tag] = r.verdict
+            store.record_verdict(r.job.task, r.job.source, r.verdict, run_id=run_id, origin=f"rejudge:{r.job.tag}")
+            return True
+
+        jobs = [Job(f.task, f.source, tag=f.verdict_id) for f in todo]
+        run_parts(pool, [Part("rejudge", jobs, record)], start + args.budget_wall_s)
         store.finish_run(run_id)
     rows = [row(f, new.get(f.verdict_id), args.flag) for f in todo]
     (args.out / "rejudge_flagged.json").write_text(json.dumps({"device": device_name, "judge": JUDGE_VERSION,
