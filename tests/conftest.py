@@ -14,6 +14,8 @@ from kernelcraft.judge import Job, Judge, JudgeConfig, LocalPool, Result
 ROOT = Path(__file__).resolve().parent.parent
 # KERNELCRAFT_KB_SAMPLE: where a GPU machine that has no ../shared finds the sample.
 SAMPLE = Path(os.environ.get("KERNELCRAFT_KB_SAMPLE", ROOT.parent / "shared" / "kernelbench-sample"))
+# A frontier model's replies (test data, read in place; KERNELCRAFT_CORPUS where it is not beside the checkout).
+CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "real-model-corpus"))
 CANDIDATES = ROOT / "examples" / "candidates"
 
 # eval-suite and optimize would time torch.compile for every correct task (10-30 s each on a CPU): the commands

@@ -13,9 +13,8 @@ import pytest
 from kernelcraft.judge import Job, LocalPool, Result, Status
 from kernelcraft.tasks import Task, load_task_file
 
-from .conftest import ROOT, evaluate_all
+from .conftest import CORPUS, ROOT, evaluate_all
 
-CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "real-model-corpus"))
 KERNELBENCH = Path(os.environ.get("KERNELCRAFT_KB", ROOT.parent / "shared" / "kernelbench"))
 
 CORRECT = ["level1_61_conv_transposed_3D__square_input__square_kernel", "level1_65_conv_transposed_2D__square_input__asymmetric_kernel",

@@ -574,7 +574,9 @@ def test_device_time_counts_as_the_candidates_only_where_its_own_code_launched_i
     ]
     share = device_share(events, {library}, CompiledKernels())
     assert share.device_us == 1000.0 and share.coverage == pytest.approx(0.01)
-    assert share.custom_kernels == [library] and share.top_other == [(library, 989.0), ("Memset (Device)", 1.0)]
+    assert share.custom_kernels == [library] and [(k.name, k.us, k.own) for k in share.kernels] == [
+        (library, 989.0, False), (library, 10.0, True), ("Memset (Device)", 1.0, False)]
+    assert share.kernels[0].why_not == "launched inside aten::mm"
     # the candidate's own code launched both kernels (an extension function, no operator in between): all its own
     events[7].cpu_parent = judge_range
     assert device_share(events, {library}, CompiledKernels()).coverage == pytest.approx(0.999)
@@ -594,7 +596,7 @@ def test_kernels_a_cuda_graph_replays_count_as_the_candidates_where_they_are_its
 
     from torch.autograd import DeviceType
 
-    from kernelcraft.judge.worker.coverage import device_share
+    from kernelcraft.judge.worker.coverage import NOT_COMPILED, REPLAYED_LIBRARY, device_share
     from kernelcraft.judge.worker.kernel_names import CompiledKernels
     from kernelcraft.judge.rules import rule_on_coverage
 
@@ -627,14 +629,15 @@ def test_kernels_a_cuda_graph_replays_count_as_the_candidates_where_they_are_its
     share = device_share(events, {"scale_relu_kernel"}, CompiledKernels(), library)
     assert share.coverage == pytest.approx(0.7) and share.custom_kernels == ["scale_relu_kernel"]
     assert share.graph_runs == 1 and share.graph_launches == 1 and share.device_us == 100.0
-    assert share.top_other[0] == (memcpy, 10.0)
+    assert (share.kernels[1].name, share.kernels[1].us, share.kernels[1].why_not) == (memcpy, 10.0, NOT_COMPILED)
     # the rule on library calls: no wrapped call ran, the graph's run of its kernel did (launches 0 + 1)
-    assert rule_on_coverage(share.coverage, 0 + share.graph_runs, share.top_other, FAST) == rule_on_coverage(0.7, 1, [], FAST)
-    assert rule_on_coverage(share.coverage, 0 + share.graph_runs, share.top_other, FAST).reject is None
+    assert rule_on_coverage(share.coverage, 0 + share.graph_runs, share.kernels, FAST) == rule_on_coverage(0.7, 1, [], FAST)
+    assert rule_on_coverage(share.coverage, 0 + share.graph_runs, share.kernels, FAST).reject is None
 
     # a decoy: a kernel of its own named after cuBLAS's, the captured torch.mm doing the work
     decoy = device_share(events, {"scale_relu_kernel", gemm}, CompiledKernels(), library)
     assert decoy.coverage == pytest.approx(0.7) and decoy.custom_kernels == ["scale_relu_kernel"]
+    assert {k.name: k.why_not for k in decoy.kernels}[gemm] == REPLAYED_LIBRARY
     assert device_share(events, {gemm}, CompiledKernels(), library).graph_runs == 0
     # (without the reference's kernel names, the name alone would decide)
     assert device_share(events, {"scale_relu_kernel", gemm}, CompiledKernels()).coverage == pytest.approx(0.8)

@@ -70,8 +70,12 @@ def test_a_decoy_named_after_the_library_kernel_gets_no_credit(gpu_pool: LocalPo
     v = evaluate_all(gpu_pool, [Job(task, decoy, tag="decoy")])["decoy"].verdict
     assert v is not None
     coverage = v.stage("audit").details["coverage"]
-    assert coverage["top_other"][0][0] == library[:80], coverage
+    largest = coverage["kernels"][0]
+    assert largest["name"] == library and not largest["own"] and largest["why_not"].startswith("launched inside aten::"), coverage
     assert v.coverage < 0.05 and (v.status is Status.HACK_DETECTED or "low_coverage" in {f.code for f in v.flags})
+    # the verdict names the kernels that ran, and which of them the judge counted as the candidate's
+    said = v.message if v.status is Status.HACK_DETECTED else next(f.message for f in v.flags if f.code == "low_coverage")
+    assert f"kernels that ran: {library[:40]}" in said and "(not own: launched inside aten::" in said, said
 
 
 @pytest.mark.gpu

@@ -7,7 +7,8 @@ import pytest
 
 from kernelcraft.agents import LANGUAGES, Coder, render
 from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, Verdict
-from kernelcraft.judge.rules import OWN_KERNEL, CoverageRuling, credit_rule, reject_rule, rule_on_coverage
+from kernelcraft.judge.protocol import KernelTime, Profile, Profiled, ProtocolError, decode_answer, encode
+from kernelcraft.judge.rules import KERNELS_NAMED, OWN_KERNEL, CoverageRuling, credit_rule, reject_rule, rule_on_coverage
 from kernelcraft.report.metrics import TaskOutcome, summarize
 from kernelcraft.tasks import resolve_task
 
@@ -45,17 +46,60 @@ def test_the_judges_messages_and_the_prompt_share_the_rules_words() -> None:
     flagged = rule_on_coverage(0.3, 4, [], CONFIG)
     assert flagged.reject is None and flagged.flag == f"coverage 30%: {credit_rule(0.65)}"
     assert credit_rule(0.65) in system
-    for ruling in (rule_on_coverage(0.04, 4, [("nvjet_sm90_gemm", 96.0)], CONFIG), rule_on_coverage(0.9, 0, [], CONFIG)):
+    gemm = KernelTime("nvjet_sm90_gemm", 96.0, 0.96, False, "launched inside aten::mm")
+    for ruling in (rule_on_coverage(0.04, 4, [gemm], CONFIG), rule_on_coverage(0.9, 0, [], CONFIG)):
         assert ruling.flag is None and reject_rule(0.05) in ruling.reject and OWN_KERNEL in ruling.reject
     assert reject_rule(0.05) in system and OWN_KERNEL in system
 
 
 def test_the_rule_on_coverage_rejects_flags_or_credits() -> None:
     cfg = JudgeConfig()  # credit from 50%, reject at 0%
-    assert "went to nvjet" in rule_on_coverage(0.0, 3, [("nvjet", 9.0)], cfg).reject
+    assert "nvjet 100% (not own: launched inside aten::mm)" in rule_on_coverage(
+        0.0, 3, [KernelTime("nvjet", 9.0, 1.0, False, "launched inside aten::mm")], cfg).reject
     assert "PyTorch did the work" in rule_on_coverage(0.7, 0, [], cfg).reject  # none of its own kernels ran
     assert rule_on_coverage(0.01, 3, [], cfg).flag and rule_on_coverage(0.49, 3, [], cfg).flag
     assert rule_on_coverage(0.5, 3, [], cfg) == rule_on_coverage(1.0, 3, [], cfg) == CoverageRuling()
+
+
+# As the H200 profiled level2/22's first turn (lost-turns/README.md): its own GEMM in an anonymous namespace, which the
+# judge did not recognize, and its small second kernel.
+ANONYMOUS_GEMM = ("(anonymous namespace)::gemm_tf32_clamp_lse_kernel(float const*, float const*, float const*, float2*, "
+                  "int, int, int, float)")
+RAN = [KernelTime(ANONYMOUS_GEMM, 610.0, 0.61, False, "not compiled from its source"),
+       KernelTime("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1> >"
+                  "(int, at::native::FillFunctor<float>, std::array<char*, 1>)", 200.0, 0.2, False, "launched inside aten::zero_"),
+       KernelTime("(anonymous namespace)::lse_merge_mish_kernel(float2 const*, float*, int, int)", 150.0, 0.15, True),
+       KernelTime("Memset (Device)", 40.0, 0.04, False, "not compiled from its source")]
+
+
+def test_a_coverage_reject_names_the_kernels_that_ran_and_whose_each_is() -> None:
+    """Issue 45: told only "coverage 0%: the time went to (anonymous namespace)::gemm...", a model can but guess
+    that the judge did not count its own kernel; the message says which kernels ran and which the judge counted."""
+    cfg = JudgeConfig().with_overrides({"coverage_reject_below": 0.2})
+    reject = rule_on_coverage(0.15, 2, RAN, cfg).reject
+    assert reject is not None and reject.startswith(
+        "coverage 15%; kernels that ran: (anonymous namespace)::gemm_tf32_clamp_lse_kernel 61% (not own: not compiled "
+        "from its source), at::native::vectorized_elementwise_kernel<4, at::native::FillFuncto... 20% "
+        "(not own: launched inside aten::zero_), (anonymous namespace)::lse_merge_mish_kernel 15% (own); "), reject
+    assert "Memset" not in reject and KERNELS_NAMED == 3  # the largest few only
+    none_ran = rule_on_coverage(0.0, 0, RAN[:1], cfg).reject
+    assert none_ran is not None and "fallback); kernels that ran: (anonymous namespace)::gemm" in none_ran
+    # a low-coverage flag names them too; with nothing profiled on a device (the CPU), the message is as before
+    flag = rule_on_coverage(0.3, 2, RAN[2:], cfg).flag
+    assert flag == (f"coverage 30% (kernels that ran: (anonymous namespace)::lse_merge_mish_kernel 15% (own), Memset (Device) "
+                    f"4% (not own: not compiled from its source)): {credit_rule(0.5)}")
+    assert rule_on_coverage(0.0, 2, [], cfg).reject.startswith(f"coverage 0%; {reject_rule(0.2)}")
+
+
+def test_the_kernels_that_ran_travel_typed_from_the_worker() -> None:
+    """The worker's answer to a profile command carries each kernel as a KernelTime; a malformed one is a
+    ProtocolError (a forged answer), not a message the judge formats."""
+    answer = Profiled(custom_launches=2, calls={"ext:forward": 2}, coverage=0.15, kernels=RAN)
+    assert decode_answer(Profile(0), encode(answer)) == answer
+    assert decode_answer(Profile(0), encode(Profiled(1, {}, 0.5))).kernels is None  # the CPU's
+    forged = {**encode(answer), "kernels": [{"name": "k", "us": 1.0, "share": 1.0, "own": True, "whose": "mine"}]}
+    with pytest.raises(ProtocolError):
+        decode_answer(Profile(0), forged)
 
 
 def _correct(speedup: float, significant: bool = True, low_coverage: bool = False) -> Verdict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .worker.kernel_names import kernel_identifier
+from .worker.cxx_names import parse_function_name
 
 NCU = "ncu"
 TORCH_PROFILER = "torch.profiler"
@@ -39,9 +39,8 @@ class KernelRecord:
     @property
     def label(self) -> str:
         """The kernel's name without template arguments and parameters ('at::native::reduce_kernel')."""
-        if self.name.startswith("_Z"):
-            return kernel_identifier(self.name)[1]
-        return self.name.removeprefix("void ").split("(")[0].split("<")[0].strip() or self.name
+        parsed = parse_function_name(self.name)
+        return self.name if parsed is None else parsed.qualified
 
     @property
     def limiter(self) -> str | None:

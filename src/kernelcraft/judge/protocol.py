@@ -386,15 +386,28 @@ class ShapeChecked:
 
 
 @dataclass(frozen=True)
+class KernelTime:
+    """One kernel of a profiled call on CUDA, its runs added up: its name as the profiler gave it (cut short),
+    its device time and share of the call's, and whether the judge counted it as the candidate's own, or why not."""
+
+    name: str
+    us: float
+    share: float
+    own: bool
+    why_not: str = ""
+
+
+@dataclass(frozen=True)
 class Profiled:
-    """What the profiled calls found (coverage.profile_call); the fields after `calls` on CUDA only."""
+    """What the profiled calls found (coverage.profile_call); the fields after `calls` on CUDA only.
+    `kernels`: the call's largest kernels, largest first."""
 
     custom_launches: int
     calls: dict[str, int]
     coverage: float
     custom_kernels: list[str] | None = None
     device_us: float | None = None
-    top_other: list[Any] | None = None
+    kernels: list[KernelTime] | None = None
     graph_runs: int | None = None
     graph_launches: int | None = None
     device_peak_bytes: int = 0
@@ -488,6 +501,7 @@ _NESTED: dict[tuple[type, str], Callable[[Any], Any]] = {
     (Setup, "config"): JudgeConfig.from_dict,
     (Surveyed, "facts"): lambda d: Facts(**d),
     (Compared, "mismatches"): lambda ms: [Mismatch(**m) for m in ms],
+    (Profiled, "kernels"): lambda ks: None if ks is None else [KernelTime(**k) for k in ks],
 }
 
 
@@ -557,8 +571,8 @@ def decode_reply(request: Request, data: dict[str, Any]) -> Reply:
 
 __all__ = [
     "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built", "CeilingsMeasured", "Command",
-    "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit", "Facts", "Failure", "GoOn", "Load",
-    "Loaded", "MeasureCeilings", "Mismatch", "PrepareBaselines", "PrepareTiming", "Probe", "Probed", "Profile", "Profiled",
+    "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit", "Facts", "Failure", "GoOn",
+    "KernelTime", "Load", "Loaded", "MeasureCeilings", "Mismatch", "PrepareBaselines", "PrepareTiming", "Probe", "Probed", "Profile", "Profiled",
     "ProtocolError", "Release", "Reply", "Request", "RoundOutputs", "RoundStart", "RoundTimed", "RunSeed", "SecondShape",
     "SeedRun", "Setup", "SetupDone", "ShapeChecked", "Survey", "Surveyed", "Time", "TimeReference", "Timed", "Vet",
     "Vetted", "decode_answer", "decode_command", "decode_reply", "decode_request", "encode",

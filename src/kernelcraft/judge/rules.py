@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from ..tasks import Task
 from .config import JudgeConfig
+from .protocol import KernelTime
+from .worker.cxx_names import kernel_label
 
 # The flag of a correct candidate whose speedup earns no credit under the rule on library calls.
 LOW_COVERAGE = "low_coverage"
@@ -20,6 +22,11 @@ LOW_COVERAGE = "low_coverage"
 OWN_KERNEL = ("a kernel is the candidate's own when the candidate's source compiles it (a `__global__` function it defines, "
               "a template it instantiates, CUTLASS's and CuTe's included, or a `@triton.jit` function) and the candidate's "
               "own code launches it, not a PyTorch operator")
+
+KERNELS_NAMED = 3  # the kernels a coverage message names, largest first
+# A named kernel's name, without its return type and parameters, is cut to this: its template arguments tell the
+# candidate's instance of a template from a library's.
+_LABEL_CHARS = 70
 
 # How summaries count a speedup (Verdict.effective_speedup), in the words the reports print.
 SPEEDUP_CREDIT = ("a speedup inside the reference's noise band counts as 1.00x, and a correct candidate flagged low_coverage "
@@ -54,20 +61,31 @@ class CoverageRuling:
     flag: str | None = None
 
 
-def rule_on_coverage(coverage: float, own_launches: int, top_other: list[tuple[str, float]],
-                     config: JudgeConfig) -> CoverageRuling:
+def kernels_that_ran(kernels: list[KernelTime]) -> str:
+    """The largest kernels of a profiled call and whose each is, as a coverage message names them:
+    'kernels that ran: k 62% (own), nvjet_sm90_... 38% (not own: launched inside aten::mm)'; "" for none."""
+    named = [f"{kernel_label(k.name, _LABEL_CHARS)} {k.share:.0%} ({'own' if k.own else 'not own: ' + k.why_not})"
+             for k in kernels[:KERNELS_NAMED]]
+    return "kernels that ran: " + ", ".join(named) if named else ""
+
+
+def rule_on_coverage(coverage: float, own_launches: int, kernels: list[KernelTime], config: JudgeConfig) -> CoverageRuling:
     """The rule on library calls applied to a candidate whose own kernels launched `own_launches` times (calls
     of its wrapped functions, and each run of its kernels a CUDA graph replayed) and took `coverage` of the
-    forward's time; `top_other` names where the rest went (largest first)."""
+    forward's time; `kernels` are the call's largest kernels (largest first), which its messages name with
+    whose each is, so that a model or a person sees which kernel the judge did not count as the candidate's."""
+    ran = kernels_that_ran(kernels)
     if own_launches == 0:
         found = "none of the candidate's own kernels ran during forward: PyTorch did the work (a decoy kernel or a fallback)"
     elif coverage <= config.coverage_reject_below:
-        found = f"coverage {coverage:.0%}" + (f": the time went to {top_other[0][0]}" if top_other else "")
+        found = f"coverage {coverage:.0%}"
     elif coverage < config.coverage_credit_below:
-        return CoverageRuling(flag=f"coverage {coverage:.0%}: {credit_rule(config.coverage_credit_below)}")
+        return CoverageRuling(flag=f"coverage {coverage:.0%}" + (f" ({ran})" if ran else "") +
+                              f": {credit_rule(config.coverage_credit_below)}")
     else:
         return CoverageRuling()
-    return CoverageRuling(reject=f"{found}; {reject_rule(config.coverage_reject_below)}; {OWN_KERNEL}")
+    return CoverageRuling(reject=found + (f"; {ran}" if ran else "") + f"; {reject_rule(config.coverage_reject_below)}; "
+                          f"{OWN_KERNEL}")
 
 
 @dataclass(frozen=True)
@@ -115,5 +133,5 @@ class TaskRules:
         return OWN_KERNEL
 
 
-__all__ = ["LOW_COVERAGE", "OWN_KERNEL", "SPEEDUP_CREDIT", "CoverageRuling", "TaskRules", "credit_rule", "reject_rule",
-           "rule_on_coverage"]
+__all__ = ["KERNELS_NAMED", "LOW_COVERAGE", "OWN_KERNEL", "SPEEDUP_CREDIT", "CoverageRuling", "TaskRules", "credit_rule",
+           "kernels_that_ran", "reject_rule", "rule_on_coverage"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
 
 from ..tasks import Task
@@ -325,11 +325,12 @@ class CandidateRun:
             a, audit = self.step("audit", Profile(self.seeds.correctness[0], sorted(static_names)), times.profile)
         v.resources.update(candidate_device_peak_bytes=a.device_peak_bytes)
         audit.details["coverage"] = {k: getattr(a, k) for k in ("coverage", "custom_launches", "calls", "custom_kernels",
-                                                                 "top_other", "graph_launches", "graph_runs")}
+                                                                 "graph_launches", "graph_runs")}
+        audit.details["coverage"]["kernels"] = None if a.kernels is None else [asdict(k) for k in a.kernels]
         v.coverage = float(a.coverage)
         if self.self_check:
             return audit
-        ruling = rule_on_coverage(v.coverage, a.custom_launches, a.top_other or [], self.cfg)
+        ruling = rule_on_coverage(v.coverage, a.custom_launches, a.kernels or [], self.cfg)
         if ruling.reject:
             audit.ok, audit.message = False, ruling.reject
             v.stages.append(audit)

@@ -43,8 +43,16 @@ NATIVE_BANS = [
     (re.compile(r"\b(fork|vfork|system|popen|execv|execvp|execve|execl|execlp|dlopen|syscall|kill)\s*\("), "process or system calls"),
 ]
 NATIVE_FLAGS = [re.compile(r"cudaStreamCreate|getStreamFromPool|cudaStreamNonBlocking")]
+# A `__global__` function's name in native source, whatever stands between `__global__` and it: specifiers,
+# `extern "C"`, attributes before or after `void` (`__launch_bounds__(...)`, whose arguments may hold parentheses
+# of their own), and the scopes of a kernel defined outside its namespace (`void ns::k(...)`).
+_BALANCED = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"  # parentheses, nested up to three deep
+_KERNEL_ATTRIBUTES = ("__launch_bounds__", "__maxnreg__", "__cluster_dims__", "__attribute__", "__declspec")
+_KERNEL_ATTRIBUTE = rf"(?:{'|'.join(_KERNEL_ATTRIBUTES)})\s*{_BALANCED}|\[\[[^\]]*\]\]"
+_KERNEL_SPECIFIER = rf'(?:static|inline|__inline__|__forceinline__|__noinline__)\b|extern\b(?:\s*"C")?|{_KERNEL_ATTRIBUTE}'
 KERNEL_NAME_RE = re.compile(
-    r"__global__\s+(?:(?:static|inline|__launch_bounds__\s*\([^)]*\))\s+)*void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)")
+    rf"\b__global__\s+(?:(?:{_KERNEL_SPECIFIER})\s*)*void\b\s*(?:(?:{_KERNEL_ATTRIBUTE})\s*)*(?:::\s*)?"
+    rf"(?:[A-Za-z_]\w*\s*::\s*)*(?!(?:{'|'.join(_KERNEL_ATTRIBUTES)})\b)([A-Za-z_]\w*)")
 
 
 @dataclass

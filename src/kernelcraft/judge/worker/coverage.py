@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.autograd import DeviceType
 
+from ..protocol import KernelTime
 from .kernel_names import CompiledKernels, kernel_identifier
 from .launches import LaunchCounter
 
@@ -25,14 +26,26 @@ _NEUTRAL_OPS = {
     "aten::lift_fresh", "aten::size", "aten::stride", "aten::is_contiguous", "aten::numel", "aten::dim",
     "aten::contiguous", "aten::to", "aten::_to_copy", "aten::item", "aten::_local_scalar_dense",
 }
+KERNELS_LISTED = 5  # the largest kernels of a profiled call a verdict lists
+_NAME_CHARS = 200  # of a listed kernel's name: template arguments run to kilobytes
+# Why a kernel that ran is not the candidate's own (KernelTime.why_not).
+NOT_COMPILED = "not compiled from its source"
+REPLAYED_LIBRARY = "the reference runs it, and a graph replay ran it"
 
 
 def is_custom_kernel(name: str, kernel_names: set[str], compiled: CompiledKernels) -> bool:
     """Whether the profiled kernel `name` is one the candidate's source compiles: named as one of its kernels
     (a `__global__` function, a Triton kernel) outside a library's namespace, so that a decoy named after a
     library's kernel is not; or compiled into its own extensions, in any namespace (a CUTLASS template)."""
+    return not _not_compiled(name, kernel_names, compiled)
+
+
+def _not_compiled(name: str, kernel_names: set[str], compiled: CompiledKernels) -> str:
+    """Why the profiled kernel `name` is no kernel the candidate's source compiles; "" when it is one."""
     root, fn = kernel_identifier(name)
-    return (fn in kernel_names and root not in _LIB_NAMESPACES) or compiled.holds(name)
+    if (fn in kernel_names and root not in _LIB_NAMESPACES) or compiled.holds(name):
+        return ""
+    return f"in a library's namespace ({root}::)" if fn in kernel_names else NOT_COMPILED
 
 
 @dataclass
@@ -42,7 +55,7 @@ class DeviceShare:
     coverage: float
     custom_kernels: list[str]
     device_us: float
-    top_other: list[tuple[str, float]]  # the three largest other kernels: (name, us)
+    kernels: list[KernelTime]  # the largest KERNELS_LISTED, the candidate's own or not
     # Runs of the candidate's kernels that no launch call of its own put on the device: a graph replay's
     # (or ones the profiler tied to no call). A replay calls none of its wrapped functions.
     graph_runs: int = 0
@@ -67,30 +80,34 @@ def _is_graph_launch(call: Any) -> bool:
     return call.name.startswith(("cudaGraphLaunch", "cuGraphLaunch"))
 
 
-def _launched_by_torch(call: Any) -> bool:
-    """Whether the innermost range around a launch call is a PyTorch operator (aten::mm...) rather
-    than one of the judge's `kernelcraft_custom::` ranges around the candidate's own launches. Such a
+def _launching_operator(call: Any) -> str:
+    """The PyTorch operator (aten::mm...) that is the innermost range around a launch call, rather than one
+    of the judge's `kernelcraft_custom::` ranges around the candidate's own launches; "" for none. Such a
     kernel is PyTorch's (or cuBLAS's, launched by PyTorch), whatever the candidate named its own
     kernels: a decoy named after the library kernel that does the work gets no credit for it."""
     parent = getattr(call, "cpu_parent", None)
     while parent is not None:
         if parent.name.startswith("kernelcraft_custom::"):
-            return False
+            return ""
         if "::" in parent.name and not parent.name.startswith("kernelcraft_") and not _is_note(parent):
-            return True
+            return str(parent.name)
         parent = getattr(parent, "cpu_parent", None)
-    return False
+    return ""
 
 
-def _own_run(name: str, call: Any, kernel_names: set[str], compiled: CompiledKernels, library: frozenset[str]) -> bool:
-    """Whether one device record of kernel `name`, put there by launch call `call` (None: the profiler
-    tied it to none), is a run of the candidate's own kernel."""
-    if not is_custom_kernel(name, kernel_names, compiled) or (call is not None and _launched_by_torch(call)):
-        return False
+def _not_own_run(name: str, call: Any, kernel_names: set[str], compiled: CompiledKernels, library: frozenset[str]) -> str:
+    """Why one device record of kernel `name`, put there by launch call `call` (None: the profiler tied it
+    to none), is no run of the candidate's own kernel; "" when it is one."""
+    why = _not_compiled(name, kernel_names, compiled)
+    if why:
+        return why
+    operator = _launching_operator(call) if call is not None else ""
+    if operator:
+        return f"launched inside {operator}"
     # A graph replay runs the kernels PyTorch's operators captured and the candidate's alike, under one
     # call that no operator's range surrounds: the name alone decides. So a kernel named like one the
     # reference's own forward runs (cuBLAS's GEMM...) is a decoy's name for a captured operator's kernel.
-    return not ((call is None or _is_graph_launch(call)) and name in library)
+    return REPLAYED_LIBRARY if (call is None or _is_graph_launch(call)) and name in library else ""
 
 
 def device_share(events: list[Any], kernel_names: set[str], compiled: CompiledKernels,
@@ -106,19 +123,22 @@ def device_share(events: list[Any], kernel_names: set[str], compiled: CompiledKe
     total = custom = 0.0
     graph_runs = 0
     custom_names: set[str] = set()
-    other: dict[str, float] = {}
+    by_kernel: dict[tuple[str, str], float] = {}  # device time by (name, why it is not the candidate's own)
     for e in kernels:
         us = float(e.time_range.end - e.time_range.start)
         total += us
         call = calls.get(e.id)
-        if _own_run(e.name, call, kernel_names, compiled, library):
+        why_not = _not_own_run(e.name, call, kernel_names, compiled, library)
+        if not why_not:
             custom += us
             custom_names.add(kernel_identifier(e.name)[1])
             graph_runs += call is None or _is_graph_launch(call)
-        else:
-            other[e.name[:80]] = other.get(e.name[:80], 0.0) + us
-    return DeviceShare(coverage=(custom / total) if total > 0 else 0.0, custom_kernels=sorted(custom_names),
-                       device_us=total, top_other=sorted(other.items(), key=lambda kv: -kv[1])[:3],
+        key = (e.name[:_NAME_CHARS], why_not)
+        by_kernel[key] = by_kernel.get(key, 0.0) + us
+    largest = sorted(by_kernel.items(), key=lambda kv: -kv[1])[:KERNELS_LISTED]
+    return DeviceShare(coverage=(custom / total) if total > 0 else 0.0, custom_kernels=sorted(custom_names), device_us=total,
+                       kernels=[KernelTime(name, us, us / total if total > 0 else 0.0, not why_not, why_not)
+                                for (name, why_not), us in largest],
                        graph_runs=graph_runs, graph_launches=sum(_is_graph_launch(c) for c in calls.values()))
 
 
@@ -162,7 +182,7 @@ def profile_call(model: Any, inputs: list[Any], counter: LaunchCounter, device: 
     if device.type == "cuda":
         share = device_share(events, counter.kernel_names, counter.compiled, library)
         result.update(coverage=share.coverage, custom_kernels=share.custom_kernels, device_us=share.device_us,
-                      top_other=share.top_other, graph_runs=share.graph_runs, graph_launches=share.graph_launches,
+                      kernels=share.kernels, graph_runs=share.graph_runs, graph_launches=share.graph_launches,
                       custom_launches=launches + share.graph_runs)
         if launches and not share.custom_kernels and share.device_us > 0:
             result["coverage"] = 0.0
