@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(os.environ.get("KERNELCRAFT_KB_SAMPLE", ROOT.parent / "shared" / "kernelbench-sample"))
 # A frontier model's replies (test data, read in place; KERNELCRAFT_CORPUS where it is not beside the checkout).
 CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "real-model-corpus"))
+# KernelBench levels 1-3 (test data, read in place; KERNELCRAFT_KB where it is not beside the checkout).
+KERNELBENCH = Path(os.environ.get("KERNELCRAFT_KB", ROOT.parent / "shared" / "kernelbench"))
 CANDIDATES = ROOT / "examples" / "candidates"
 
 # eval-suite and optimize would time torch.compile for every correct task (10-30 s each on a CPU): the commands

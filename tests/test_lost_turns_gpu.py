@@ -6,18 +6,14 @@ were `static_rejected` for `import os` and `try/except` is turned down by the st
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
 from kernelcraft.judge import Job, LocalPool, Result, Status
 from kernelcraft.tasks import Task, load_task_file
 
-from .conftest import ROOT, evaluate_all
+from .conftest import CORPUS, KERNELBENCH, evaluate_all
 
-CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "real-model-corpus"))
-KERNELBENCH = Path(os.environ.get("KERNELCRAFT_KB", ROOT.parent / "shared" / "kernelbench"))
 LOST = CORPUS / "lost-turns"
 
 ANONYMOUS_NAMESPACE = ["level2_22_Matmul_Scale_ResidualAdd_Clamp_LogSumExp_Mish_turn1", "level2_54_Conv2d_Multiply_LeakyReLU_GELU_turn1"]
