@@ -221,3 +221,15 @@ def test_a_python_process_a_confined_tool_starts_is_confined_and_one_started_out
     outside = subprocess.run(child, env={**os.environ, PATH_ENV: json.dumps(pol.sys_path)}, capture_output=True, text=True,
                              timeout=60)
     assert outside.returncode == 70 and "started outside the sandbox" in outside.stderr, outside.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root judge's workers")
+def test_only_the_ncu_pass_keeps_a_capability_and_it_stays_root_for_it_where_workers_are_another_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = iso.isolation()
+    monkeypatch.setattr(iso, "isolation", lambda: dataclasses.replace(real, uid=12345, gid=12345))
+    worker = iso.policy("x", tmp_path, tmp_path / "cache")
+    assert (worker.uid, worker.keep_capabilities, worker.loopback, worker.tcp_ports) == (12345, [], False, [])
+    ncu = iso.policy("x", tmp_path, tmp_path / "cache", allow=iso.Allowance(capabilities=(38,), tcp_ports=(49152,)))
+    assert (ncu.uid, ncu.drop_capabilities, ncu.keep_capabilities, ncu.tcp_ports) == (None, True, [38], [49152])
+    assert ncu.read == worker.read and ncu.write == worker.write  # its files are a worker's

@@ -68,7 +68,7 @@ def attack_the_profile_pass(device: str, tmp_path: Path, cache: Path) -> str:
     print(f"[{device}] the profile's note: {note}")
     # The attack ran, in the profile pass only: the candidate failed it on purpose, reporting what it reached.
     assert "kc-redteam-profile-pass" in note, note
-    report = json.loads(note.split("kc-redteam-profile-pass ", 1)[1])
+    report = json.loads(note.rsplit("kc-redteam-profile-pass ", 1)[1])  # the last pass's: the note ends with it
     # all it wrote: its own scratch (its home), and the /dev/shm of its own mount namespace (the machine's is checked below)
     scratch = f"{cache.resolve()}/scratch/"
     assert report["stores"] == 0 and report["secret"] == "", note
