@@ -16,14 +16,17 @@ from kernelcraft.agents import Coder
 from kernelcraft.judge import (Job, KernelProfile, KernelProfiler, KernelRecord, Result, Roofline, Status, TimingStats, Verdict,
                                self_check_source)
 from kernelcraft.judge.kernel_profile import NCU, OWN_CODE, TORCH_PROFILER
-from kernelcraft.judge.nsight import find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
+from kernelcraft.judge.isolation import isolation
+from kernelcraft.judge.nsight import counters_capability, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
+from kernelcraft.judge.worker.landlock import abi_version
 from kernelcraft.llm import LLMClient, LLMConfig
 from kernelcraft.report import load_run, render_report
 from kernelcraft.search import OptimizeConfig, Optimizer, SearchConfig
 from kernelcraft.store import Store
-from kernelcraft.tasks import resolve_task
+from kernelcraft.tasks import load_task_file, resolve_task
 
 from .conftest import CANDIDATES
+from .redteam.cases import CANDIDATES_DIR, TASKS_DIR
 from .test_cli import FAST_TOML, kc
 from .test_parked import DEVICE, Scripted, StubJudge, tiny_tasks
 
@@ -116,7 +119,8 @@ def test_ncus_csv_becomes_kernel_records() -> None:
 
 def test_the_ncu_command_and_its_refusals() -> None:
     cmd = ncu_command("ncu", Path("/s/ncu.csv"), 64, ["python", "-m", "driver"])
-    assert cmd[:7] == ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all"]
+    assert cmd[:11] == ["ncu", "--port", "49152", "--max-connections", "64", "--clock-control", "none", "--profile-from-start",
+                        "off", "--target-processes", "all"]  # its ports: the ones the ncu pass's sandbox lets it use
     assert cmd[-3:] == ["python", "-m", "driver"] and "--csv" in cmd and cmd[cmd.index("--log-file") + 1] == "/s/ncu.csv"
     metrics = cmd[cmd.index("--metrics") + 1].split(",")
     assert "gpu__time_duration.sum" in metrics and any(m.startswith("regex:") for m in metrics)
@@ -137,8 +141,8 @@ def _fake_ncu(directory: Path, body: str) -> Path:
 
 
 def test_the_profiler_reads_what_ncu_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "sample.csv").write_text(NCU_CSV)
-    bin_dir = _fake_ncu(tmp_path / "bin", f"open(log, 'w').write(open({str(tmp_path / 'sample.csv')!r}).read())")
+    # ncu runs in the profile pass's sandbox, which reads nothing of the test's: the stand-in carries its CSV
+    bin_dir = _fake_ncu(tmp_path / "bin", f"open(log, 'w').write({NCU_CSV!r})")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     task = resolve_task("softmax_rows")
     source = ('import torch\n\nCUDA = "__global__ void gemm_tile_kernel(float* x) {}"\n\n'
@@ -174,6 +178,91 @@ def test_without_ncu_the_profiler_lists_the_operators_on_the_cpu(tmp_path: Path)
     assert KernelProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
     assert KernelProfiler("cuda", cache_dir=tmp_path).ncu_unavailable() in (
         None, "ncu is not installed here (not on PATH, in CUDA's toolkit or in /opt/nvidia/nsight-compute)")
+
+
+# A stand-in ncu that reports what its sandbox lets it do, as an ncu error line (the profile's note keeps the first),
+# then starts what it was given to profile as ncu would, but with a probe in the driver's place.
+PROBING_NCU = """
+import json, socket, subprocess
+report = {}
+for what, path, mode in (("read", SECRET, "r"), ("write", ESCAPE, "w")):
+    try:
+        open(path, mode).close()
+        report[what] = "ok"
+    except OSError as e:
+        report[what] = type(e).__name__
+status = open("/proc/self/status").read()
+report["cap_eff"] = int(next(l.split()[1] for l in status.splitlines() if l.startswith("CapEff")), 16)
+try:
+    with socket.create_server(("127.0.0.1", 49152)), socket.create_connection(("127.0.0.1", 49152), timeout=5):
+        report["port"] = "ok"
+except OSError as e:
+    report["port"] = type(e).__name__
+target = sys.argv[sys.argv.index("--metrics") + 2:]
+child = subprocess.run(target[:5] + ["kernelcraft.judge.worker.run_tool", "/bin/cat", SECRET], capture_output=True, text=True)
+report["child"] = [child.returncode, child.stderr.strip()[-80:]]
+print("==ERROR== KCPROBE" + json.dumps(report) + "KCPROBE")
+sys.exit(1)
+"""
+
+
+@pytest.mark.skipif(abi_version() < 1 or not isolation().namespaces, reason="needs Landlock and namespaces")
+def test_ncu_runs_in_the_profile_pass_s_sandbox_and_so_does_the_driver_it_starts(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """ncu runs candidate code (the driver it starts), so it runs confined as a worker: nothing of the judge's to read
+    or write, no capability but the one the GPU's counters need (where the judge is root), its own TCP ports on a
+    loopback of its own; the driver it starts is confined too."""
+    secret, escape = tmp_path / "secret.txt", tmp_path / "escaped"
+    secret.write_text("the judge's")
+    bin_dir = _fake_ncu(tmp_path / "bin", f"SECRET, ESCAPE = {str(secret)!r}, {str(escape)!r}\n{PROBING_NCU}")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    task = resolve_task("mlp_relu")
+    note = KernelProfiler("cuda", cache_dir=tmp_path / "cache").profile(task, self_check_source(task)).note
+    assert note.startswith("ncu profiled no kernel (exit code 1): KCPROBE"), note
+    found = json.loads(note.split("KCPROBE")[1])
+    cap = counters_capability()
+    assert found["cap_eff"] == (1 << cap if cap is not None and os.geteuid() == 0 else 0), found
+    assert found["read"] == found["write"] == "PermissionError" and not escape.exists(), found
+    assert found["port"] == ("ok" if abi_version() >= 4 else found["port"]), found
+    assert found["child"][0] != 0 and "Permission denied" in found["child"][1], found
+
+
+def test_what_a_pass_leaves_is_read_back_without_following_links(tmp_path: Path) -> None:
+    """The pass's scratch is the candidate's: links it leaves in place of its output and its profile, pointing at a
+    file of the judge's that it cannot read itself, must not make the judge read that file into the profile."""
+    secret = tmp_path / "judge-secret.txt"
+    secret.write_text("kc-judge-secret-0815")
+    source = (f"import os\nfor name in ('output.log', 'profile.json'):\n    if os.path.lexists(name):\n        os.unlink(name)\n"
+              f"    os.symlink({str(secret)!r}, name)\nraise SystemExit(3)\n")
+    profile = KernelProfiler("cpu", cache_dir=tmp_path / "cache").profile(resolve_task("mlp_relu"), source)
+    assert profile.note == "ncu profiles CUDA devices only; the profiler's run failed too (exit code 3): no output", profile.note
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_ncu_profiles_the_driver_in_its_sandbox_or_the_fallback_says_why(tmp_path: Path) -> None:
+    """A Triton ReLU (nothing to build) profiled on the GPU: ncu's metrics come back from the sandboxed pass, or, where
+    ncu is missing or refused (ERR_NVGPUCTRPERM: the pass kept counters_capability() and that was not enough), the
+    profiler's kernel list does, with the reason. Any other failure of ncu is its sandbox's, and fails the test. The
+    fallback alone runs too, as after a refusal. Prints which happened."""
+    task = load_task_file(TASKS_DIR / "relu.py")
+    source = (CANDIDATES_DIR / "honest_relu_triton.py").read_text()
+    profiler = KernelProfiler("cuda", cache_dir=tmp_path / "cache", top=3)
+    why = profiler.ncu_unavailable()
+    profile = profiler.profile(task, source)
+    print(f"[gpu] ncu: {why or 'tried'}; capability kept: {counters_capability()}; tool {profile.tool!r}, note "
+          f"{profile.note!r}, kernels {[(k.name[:60], k.time_us, k.dram_pct) for k in profile.kernels]}")
+    if profile.tool == NCU:
+        top = profile.kernels[0]
+        assert top.own and top.time_us > 0 and top.dram_pct is not None and top.limiter, top
+    else:
+        assert why is not None or profile.note.startswith("ncu was refused: ERR_NVGPUCTRPERM"), \
+            f"ncu failed in its sandbox: {profile.note}"
+        assert profile.tool == TORCH_PROFILER and profile.kernels and profile.kernels[0].own, profile
+    profiler._refused = "ncu was refused here: the fallback alone"  # as a refusal leaves it (ncu_unavailable)
+    fallback = profiler.profile(task, source)
+    print(f"[gpu] the fallback: {[(k.name[:60], k.time_us) for k in fallback.kernels]}")
+    assert fallback.tool == TORCH_PROFILER and fallback.note == "ncu was refused here: the fallback alone"
+    assert fallback.kernels[0].own and fallback.kernels[0].time_us > 0, fallback
 
 
 def test_ncu_off_the_path_is_found_in_cuda_s_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelcraft.judge import isolation as iso
-from kernelcraft.judge.worker.confine import BOOT, ENV, Policy
+from kernelcraft.judge.worker.confine import BOOT, ENV, PATH_ENV, Policy, python_command
 from kernelcraft.judge.worker.landlock import abi_version
 
 needs_landlock = pytest.mark.skipif(sys.platform != "linux" or abi_version() < 1, reason="needs Landlock")
@@ -131,3 +131,105 @@ def test_the_workers_process_cap_grows_with_the_host(monkeypatch: pytest.MonkeyP
     with open("/proc/sys/kernel/pid_max") as f:
         pid_max = int(f.read())
     assert process_cap() == max(4096, min(8192, pid_max // 4))
+
+
+NET_PROBE = """
+import json, socket, sys
+found = {}
+for port in json.loads(sys.argv[1]):
+    try:
+        server = socket.create_server(("127.0.0.1", port))
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            found[str(port)] = "ok"
+        server.close()
+    except OSError as e:
+        found[str(port)] = type(e).__name__
+print(json.dumps(found))
+"""
+
+
+def _module_dir(tmp_path: Path, name: str, text: str) -> Path:
+    where = tmp_path / "probe"
+    where.mkdir(exist_ok=True)
+    (where / f"{name}.py").write_text(text)
+    return where
+
+
+@needs_landlock
+@pytest.mark.skipif(abi_version() < 4 or not iso.isolation().namespaces, reason="needs Landlock's TCP rules and namespaces")
+def test_the_ncu_pass_binds_and_connects_on_its_ports_alone_on_a_loopback_of_its_own(tmp_path: Path) -> None:
+    """ncu talks to the process it profiles over TCP: that pass's sandbox brings up its own namespace's loopback
+    and lets it use ncu's ports, and no other."""
+    where = _module_dir(tmp_path, "kc_net_probe", NET_PROBE)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    allowed, other = 49152, 49300
+    for allow, expect in ((iso.Allowance(tcp_ports=(allowed,)), "ok"), (iso.Allowance(), "PermissionError")):
+        pol = iso.policy("kc_net_probe", scratch, tmp_path / "cache", read=(where,), allow=allow)
+        pol.sys_path = [str(where), *pol.sys_path]
+        assert pol.loopback == bool(allow.tcp_ports)
+        argv, env = iso.command([json.dumps([allowed, other])], pol)
+        r = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        found = json.loads(r.stdout.strip().splitlines()[-1])
+        assert found == {str(allowed): expect, str(other): "PermissionError"}, found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root judge's workers")
+def test_a_root_process_allowed_a_capability_keeps_it_alone_and_so_does_what_it_starts(tmp_path: Path) -> None:
+    """The ncu pass (GPU counters): root with CAP_PERFMON alone, in its bounding set too, so a program it runs gets
+    no other back; still no override of file permissions."""
+    from kernelcraft.judge.nsight import CAP_PERFMON
+    other = tmp_path / "others"
+    other.write_text("another user's")
+    os.chown(other, 65534, 65534)
+    other.chmod(0o600)
+    probe = PROBE + ("import subprocess\nstatus = subprocess.run(['cat', '/proc/self/status'], capture_output=True, text=True).stdout\n"
+                     "print(json.dumps({**found, 'child_cap_eff': next(l.split()[1] for l in status.splitlines() "
+                     "if l.startswith('CapEff'))}))\n")
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "kc_cap_probe.py").write_text(probe)
+    pol = Policy(module="kc_cap_probe", sys_path=[str(tmp_path / "probe"), *(p for p in sys.path if p)], landlock=False,
+                 drop_capabilities=True, keep_capabilities=[CAP_PERFMON])
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", BOOT, json.dumps({"read_others": str(other)})],
+                       env={**os.environ, ENV: pol.to_env()}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    assert int(found["cap_eff"], 16) == int(found["child_cap_eff"], 16) == 1 << CAP_PERFMON and found["uid"] == 0, found
+    assert found["read_others"] == "PermissionError"
+
+
+@needs_landlock
+def test_a_python_process_a_confined_tool_starts_is_confined_and_one_started_outside_refuses(tmp_path: Path) -> None:
+    """The ncu pass: ncu (worker/run_tool.py) starts the profile driver as confine.python_command says; the driver
+    inherits the sandbox, and that command run anywhere else refuses to start."""
+    where = _module_dir(tmp_path, "kc_probe", PROBE)
+    scratch, judge = tmp_path / "scratch", tmp_path / "judge"
+    scratch.mkdir()
+    judge.mkdir()
+    (judge / "kernelcraft.db").write_text("the store")
+    pol = iso.policy("kernelcraft.judge.worker.run_tool", scratch, judge, read=(where,))
+    pol.sys_path = [str(where), *pol.sys_path]
+    pol.private_shm = False
+    probes = {"read_store": str(judge / "kernelcraft.db"), "write_scratch": str(scratch / "a"), "write_judge": str(judge / "b")}
+    child = python_command("kc_probe", [json.dumps(probes)])
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", BOOT, *child], env={**os.environ, ENV: pol.to_env()},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    assert found["write_scratch"] == "ok" and found["read_store"] == found["write_judge"] == "PermissionError", found
+    outside = subprocess.run(child, env={**os.environ, PATH_ENV: json.dumps(pol.sys_path)}, capture_output=True, text=True,
+                             timeout=60)
+    assert outside.returncode == 70 and "started outside the sandbox" in outside.stderr, outside.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root judge's workers")
+def test_only_the_ncu_pass_keeps_a_capability_and_it_stays_root_for_it_where_workers_are_another_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = iso.isolation()
+    monkeypatch.setattr(iso, "isolation", lambda: dataclasses.replace(real, uid=12345, gid=12345))
+    worker = iso.policy("x", tmp_path, tmp_path / "cache")
+    assert (worker.uid, worker.keep_capabilities, worker.loopback, worker.tcp_ports) == (12345, [], False, [])
+    ncu = iso.policy("x", tmp_path, tmp_path / "cache", allow=iso.Allowance(capabilities=(38,), tcp_ports=(49152,)))
+    assert (ncu.uid, ncu.drop_capabilities, ncu.keep_capabilities, ncu.tcp_ports) == (None, True, [38], [49152])
+    assert ncu.read == worker.read and ncu.write == worker.write  # its files are a worker's

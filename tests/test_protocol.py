@@ -8,9 +8,10 @@ import json
 import pytest
 
 from kernelcraft.judge.config import JudgeConfig
-from kernelcraft.judge.protocol import (ANSWERS, BuildRequest, Compared, CompareSeed, Facts, Failure, Mismatch, ProtocolError,
-                                        RoundOutputs, RoundStart, Setup, Survey, Surveyed, Time, decode_answer, decode_command,
-                                        decode_reply, decode_request, encode)
+from kernelcraft.judge.protocol import (ANSWERS, BuildRequest, Compared, CompareSeed, Facts, Failure, Mismatch, ProfiledKernel,
+                                        ProfileOutput, ProfileSpec, ProtocolError, RoundOutputs, RoundStart, Setup, Survey, Surveyed,
+                                        Time, decode_answer, decode_command, decode_profile_output, decode_profile_spec, decode_reply,
+                                        decode_request, encode)
 
 SETUP = Setup("candidate", "cpu", JudgeConfig(), "float32", 1e-4, 1e-4, 7, "/cache", 1000, "", "task source", {"N": 4})
 
@@ -64,3 +65,19 @@ def test_requests_are_read_by_their_kind_and_an_unknown_one_is_refused() -> None
     for line in ({"request": "shell", "i": 0}, {"request": "round", "i": 0, "secret": 1}, {"i": 0}):
         with pytest.raises(ProtocolError):
             decode_request(line)
+
+
+def test_a_profile_pass_s_spec_and_output_read_back_and_an_output_that_is_none_is_refused() -> None:
+    """A profile pass's driver writes its output in its scratch: the candidate's process could write anything there."""
+    spec = ProfileSpec("torch", "cpu", "float32", "task source", {"N": 4}, "candidate source", 1234, JudgeConfig(), "/cache", 0)
+    assert decode_profile_spec(_wire(spec)) == spec
+    output = ProfileOutput(["/cache/builds/x.so"], [ProfiledKernel("aten::relu", 2, 3.5), ProfiledKernel("k", 1, 2)])
+    assert decode_profile_output(_wire(output)) == output
+    for line in ({"binaries": "/etc/passwd"}, {"binaries": [1]}, {"binaries": [], "kernels": {"name": "k"}},
+                 {"binaries": [], "kernels": [{"name": 1, "calls": 1, "time_us": 1.0}]},
+                 {"binaries": [], "kernels": [{"name": "k", "calls": 1.5, "time_us": 1.0}]},
+                 {"binaries": [], "kernels": [{"name": "k", "calls": 1, "time_us": float("nan")}]},
+                 {"binaries": [], "kernels": [{"name": "k", "calls": -1, "time_us": 1.0}]},
+                 {"binaries": [], "secret": "x"}, ["binaries"]):
+        with pytest.raises(ProtocolError):
+            decode_profile_output(line)  # type: ignore[arg-type]

@@ -77,10 +77,12 @@ def test_the_judge_package_init_loads_its_names_lazily() -> None:
 
 def test_starting_a_worker_loads_no_module_of_the_parent_side() -> None:
     """As a worker starts (`python -I -S`, the module path set as confine.BOOT sets it): the confinement
-    and the worker loop, and nothing of the pool, the sandbox, the evaluation, or pydantic."""
+    and the worker loop (or the builder, a profile's driver, the tool runner), and nothing of the pool, the
+    sandbox, the evaluation, or pydantic."""
     path = [str(JUDGE.parent.parent), *(p for p in sys.path if p and Path(p).is_absolute())]
     code = (f"import json,sys;sys.path[:]=json.loads({json.dumps(json.dumps(path))});"
             "import kernelcraft.judge.worker.confine, kernelcraft.judge.worker.loop, kernelcraft.judge.worker.builder;"
+            "import kernelcraft.judge.worker.profile_driver, kernelcraft.judge.worker.run_tool;"
             "print(json.dumps(sorted(sys.modules)))")
     loaded = json.loads(subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True,
                                        timeout=300).stdout)

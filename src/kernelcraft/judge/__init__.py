@@ -8,8 +8,8 @@
     print(verdict.summary())
 
 The modules here are the parent (trusted) side; `worker/` runs in the sandboxed processes (the worker,
-the builder), `protocol` is what the two sides say to each other, and `profile_driver` runs in the
-process a kernel profile (`KernelProfiler`, after a verdict) runs.
+the builder, the driver of a kernel profile's pass: `KernelProfiler`, after a verdict), and `protocol` is
+what the two sides say to each other.
 
 The public names below load lazily (PEP 562): a worker imports `kernelcraft.judge.worker...`, which runs
 this file first, and must not import the pool, the sandbox or the evaluation with it (nor run them before

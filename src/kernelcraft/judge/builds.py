@@ -22,7 +22,7 @@ import torch.utils.cpp_extension as cpp_extension
 from .worker.buildcache import SET_BY_JUDGE, cache_key, kept_as_failed, machine_failed, trim_compiler_output
 from .publish import publish_build, publish_failure
 from .worker.buildstore import builds_dir, library_name, lookup, module_name
-from .integrity import read_output
+from .integrity import output_left
 from .locks import file_lock
 from . import precompiled
 from .protocol import BuildRequest, Built, ProtocolError, decode_request
@@ -104,7 +104,7 @@ class BuildService:
                                           self.cache_dir, budget.left, self._group, self.cpus,
                                           read=(header.parent.parent,) if header else ())
             budget.spend(build_s)
-            library = _left(scratch / "build", library_name(key), _LIBRARY_LIMIT) if code == 0 else None
+            library = output_left(scratch / "build", library_name(key), _LIBRARY_LIMIT) if code == 0 else None
             if library is None:
                 return _failed(builds, key, code, scratch, build_s)
             publish_build(builds, key, library, build_s)
@@ -149,7 +149,7 @@ class BuildService:
 
 def _failed(builds: Path, key: str, code: int | None, scratch: Path, build_s: float) -> Built:
     """The reply for a build that failed; a compiler's diagnostic is published as the key's failure."""
-    error = _left(scratch, "error.txt", _OUTPUT_LIMIT) if code == 1 else None
+    error = output_left(scratch, "error.txt", _OUTPUT_LIMIT) if code == 1 else None
     if error is not None:
         output = error.decode(errors="replace")
         message = trim_compiler_output(output)
@@ -163,14 +163,5 @@ def _failed(builds: Path, key: str, code: int | None, scratch: Path, build_s: fl
         how = f"was killed by {signal.Signals(-code).name}" + (" (out of host memory?)" if killed else "")
     else:
         how = f"exited with code {code}" + (" and left no extension" if code == 0 else "")
-    tail = trim_compiler_output((_left(scratch, "output.log", _OUTPUT_LIMIT) or b"").decode(errors="replace"))
+    tail = trim_compiler_output((output_left(scratch, "output.log", _OUTPUT_LIMIT) or b"").decode(errors="replace"))
     return Built(False, f"the builder {how}" + (f": {tail}" if tail else ""), killed)
-
-
-def _left(directory: Path, name: str, limit: int) -> bytes | None:
-    """What the builder left in `name` (integrity.read_output), or None where it left no such file:
-    whatever it left instead is its own failure, never the machine's."""
-    try:
-        return read_output(directory, name, limit)
-    except OSError:
-        return None

@@ -52,3 +52,12 @@ def read_output(directory: Path, name: str, limit: int) -> bytes:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(f"{directory / name} is not a regular file")
         return f.read(limit)
+
+
+def output_left(directory: Path, name: str, limit: int) -> bytes | None:
+    """What an untrusted process left in `name` (read_output), or None where it left no such file: whatever
+    it left instead is its own failure, never the machine's."""
+    try:
+        return read_output(directory, name, limit)
+    except OSError:
+        return None

@@ -10,6 +10,9 @@ and the command and policy each worker starts under (worker/confine.py applies t
   toolchain and the system's directories, and of the judge's cache only published builds and the
   device locks: never the workspace, the store, other workers' scratch or the ceilings.
 - Python starts isolated (`-I -S`): no `.pth` file is processed anywhere.
+- The ncu pass of a profile (profiler.py) alone gets an `Allowance`: the one capability the GPU's counters
+  need, where the judge is root and the driver restricts them (it then stays root, with that capability
+  alone), and ncu's TCP ports, on a loopback of its own.
 
 What cannot be had is said once, loudly, with the reason; `serve-judge` refuses to start then.
 """
@@ -40,6 +43,16 @@ _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/o
 _DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidia*", "/dev/nvidia-caps/*",
                  "/dev/nvidia-uvm*")
 _NAMESPACES = ("--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc")
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one kind of confined process may have beyond a worker's (the ncu pass: profiler.py). `capabilities`:
+    kept where the judge is root, the process staying root to keep them (none else); `tcp_ports`: the ports it
+    may bind and connect to, on the loopback of a network namespace of its own where it has one."""
+
+    capabilities: tuple[int, ...] = ()
+    tcp_ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -208,11 +221,14 @@ def _readable(paths: list[str], cache_dir: Path) -> list[str]:
     return out
 
 
-def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] = (), pid_namespace: bool = True) -> Policy:
-    """The policy of a worker running `module` in `scratch`: `read` adds paths it may read. Without
-    `pid_namespace` (a CUDA worker) it shares /dev/shm, where PyTorch's CUDA IPC keeps the reference
+def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] = (), pid_namespace: bool = True,
+           allow: Allowance = Allowance()) -> Policy:
+    """The policy of a worker running `module` in `scratch`: `read` adds paths it may read, `allow` what else it
+    may have. Without `pid_namespace` (a CUDA worker) it shares /dev/shm, where PyTorch's CUDA IPC keeps the reference
     counts of the outputs it hands to the trusted worker."""
     iso = isolation()
+    keep = bool(allow.capabilities) and iso.enabled and os.geteuid() == 0
+    uid, gid = (None, None) if keep else (iso.uid, iso.gid)
     cache_dir = cache_dir.resolve()
     sys_path = _module_path(cache_dir)
     path_dirs = os.environ.get("PATH", "").split(os.pathsep)
@@ -225,8 +241,9 @@ def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] =
     private_shm = bool(iso.namespaces) and pid_namespace
     return Policy(module=module, sys_path=sys_path, read=readable,
                   write=[str(scratch)] + (["/dev/shm"] if private_shm or not pid_namespace else []), files=files,
-                  uid=iso.uid, gid=iso.gid, private_shm=private_shm, landlock=iso.landlock_abi >= 1,
-                  drop_capabilities=iso.enabled and iso.uid is None)
+                  uid=uid, gid=gid, private_shm=private_shm, landlock=iso.landlock_abi >= 1,
+                  drop_capabilities=iso.enabled and uid is None, keep_capabilities=list(allow.capabilities) if keep else [],
+                  loopback=bool(allow.tcp_ports) and "--net" in iso.namespaces, tcp_ports=list(allow.tcp_ports))
 
 
 _PID_NAMESPACE = ("--pid", "--fork", "--kill-child", "--mount-proc")
@@ -243,9 +260,9 @@ def command(args: list[str], pol: Policy, pid_namespace: bool = True) -> tuple[l
     return [*(["unshare", *flags] if flags else []), sys.executable, "-I", "-S", "-c", BOOT, *args], {ENV: pol.to_env()}
 
 
-def hand_over(path: Path) -> None:
-    """Make `path` (a new scratch directory, with what the judge put in it) the worker user's."""
-    uid, gid = isolation().uid, isolation().gid
+def hand_over(path: Path, uid: int | None, gid: int | None) -> None:
+    """Make `path` (a new scratch directory, with what the judge put in it) the user's a worker becomes (its
+    policy's `uid`; None: it stays the judge's user, who keeps it)."""
     if uid is None:
         return
     gid = gid if gid is not None else uid

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .protocol import OWN_CODE
 from .worker.cxx_names import parse_function_name
+
+__all__ = ["BUSY_PCT", "NCU", "OWN_CODE", "TORCH_PROFILER", "KernelProfile", "KernelRecord"]
 
 NCU = "ncu"
 TORCH_PROFILER = "torch.profiler"
-OWN_CODE = "(forward, outside PyTorch operators)"  # the CPU's profiler: time in the candidate's own functions
 # Nsight Compute's own rule (SpeedOfLight): a unit below 60% of its peak is not what limits a kernel;
 # with both below it, the kernel waits (latency) rather than saturates anything.
 BUSY_PCT = 60.0

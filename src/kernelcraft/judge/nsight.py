@@ -1,5 +1,5 @@
-"""Nsight Compute's command line (ncu): the command that profiles a driver process, and its CSV
-turned into kernel records. Parent side; nothing here runs a kernel."""
+"""Nsight Compute's command line (ncu): the command that profiles a driver process, what it needs of the
+sandbox, and its CSV turned into kernel records. Parent side; nothing here runs a kernel."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ _NOT_STALLS = {"selected", "not_selected"}
 # ncu's units, to microseconds for times and bytes for sizes (ncu scales them to fit each value).
 _SCALE = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6, "s": 1e6,
           "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "KiB": 1024.0, "MiB": 1024.0**2}
+# ncu talks to the process it profiles over TCP, on one of these ports (its defaults, given explicitly: the ncu pass's
+# sandbox lets it bind and connect to these alone, on a loopback of its own).
+NCU_PORT, NCU_PORTS = 49152, 64
+CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
+# NVIDIA: "Starting in driver version R565, the CAP_PERFMON capability will also allow access" to the counters.
+_PERFMON_DRIVER = 565
+_PARAMS = Path("/proc/driver/nvidia/params")
+_DRIVER_VERSION = Path("/sys/module/nvidia/version")
 # Refusals that hold for the whole machine, every later ncu run failing the same way: no access to the GPU's
 # counters, or a profiler that cannot start at all (seen in a gVisor sandbox: "LibraryNotLoaded").
 REFUSALS = ("ERR_NVGPUCTRPERM", "Failed to initialize the profiler")
@@ -57,13 +65,31 @@ def find_ncu() -> str | None:
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
+def counters_capability(params: Path = _PARAMS, version: Path = _DRIVER_VERSION) -> int | None:
+    """The capability a process needs to read the GPU's performance counters (ncu's metrics): None where the
+    driver lets every user read them (`RmProfilingAdminOnly: 0`, set by the module option
+    NVreg_RestrictProfilingToAdminUsers=0); else CAP_PERFMON from driver R565 on, CAP_SYS_ADMIN before it (or
+    where the driver's version cannot be read). https://developer.nvidia.com/ERR_NVGPUCTRPERM"""
+    try:
+        if re.search(r"^RmProfilingAdminOnly:\s*0\s*$", params.read_text(), re.M):
+            return None
+    except OSError:
+        pass  # no driver here, or no such file: the driver's default restricts them
+    try:
+        major = int(version.read_text().strip().split(".")[0])
+    except (OSError, ValueError):
+        return CAP_SYS_ADMIN
+    return CAP_PERFMON if major >= _PERFMON_DRIVER else CAP_SYS_ADMIN
+
+
 def ncu_command(ncu: str, log: Path, max_launches: int, target: list[str]) -> list[str]:
     """ncu profiling `target` from its cudaProfilerStart to its cudaProfilerStop (the driver's timed
     region, not its warm-up), at most `max_launches` launches, the CSV written to `log`. The clocks are
     left as they are (ncu otherwise locks them to base, for every process on the device)."""
     metrics = [DURATION, *METRICS.values(), *SHARED, STALLS]
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
-            "--launch-count", str(max_launches), "--csv", "--log-file", str(log), "--metrics", ",".join(metrics), *target]
+    return [ncu, "--port", str(NCU_PORT), "--max-connections", str(NCU_PORTS), "--clock-control", "none",
+            "--profile-from-start", "off", "--target-processes", "all", "--launch-count", str(max_launches),
+            "--csv", "--log-file", str(log), "--metrics", ",".join(metrics), *target]
 
 
 def errors(output: str) -> list[str]:

@@ -6,6 +6,8 @@ One JSON object a line each way: the parent's end is worker_process.WorkerProces
 - Requests, worker to parent in the middle of a command (what the candidate's process must not do or
   decide itself: a build, a timed round's draw, whether to check it, a spot check): `{"request": ..., **fields}`,
   each answered by the parent with its REPLY before the worker goes on.
+- A profile pass (worker/profile_driver.py, after a verdict): no pipe, but a `ProfileSpec` file the judge writes in
+  the driver's scratch and a `ProfileOutput` file the driver writes back there.
 Every line also carries the judge's nonce (sandbox.py), which is no part of a message here.
 
 `encode` gives a message's JSON object, `decode_*` the message of one: one that is not a message of the
@@ -18,6 +20,7 @@ One module over 400 lines on purpose: every message of the trust boundary, and i
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Union
 
@@ -484,6 +487,57 @@ class RoundOutputs:
     values: Any = None
 
 
+# -- the profile driver (worker/profile_driver.py): a spec file in its scratch, an output file back ----------
+
+PROFILE_SPEC = "spec.json"  # the driver's ProfileSpec, written by the judge in the driver's scratch (its cwd)
+PROFILE_OUTPUT = "profile.json"  # the driver's ProfileOutput, written there by the driver: untrusted input
+OWN_CODE = "(forward, outside PyTorch operators)"  # the CPU's profiler: time in the candidate's own functions
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    """One profile pass of a correct candidate (judge/profiler.py): `mode` "ncu" runs one forward call between
+    cudaProfilerStart and cudaProfilerStop for ncu; "torch" runs it under torch.profiler."""
+
+    mode: str
+    device: str
+    dtype: str
+    task_source: str
+    sizes: dict[str, Any]
+    candidate_source: str
+    seed: int
+    config: JudgeConfig
+    cache_dir: str
+    judge_uid: int
+
+
+@dataclass(frozen=True)
+class ProfiledKernel:
+    """One kernel of the profiler's list (on the CPU, an operator, or OWN_CODE), its launches added up."""
+
+    name: str
+    calls: int
+    time_us: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or type(self.calls) is not int or type(self.time_us) not in (int, float) \
+                or self.calls < 0 or not 0 <= self.time_us < math.inf:
+            raise ValueError("a kernel is a name, a count of calls and a time")
+
+
+@dataclass(frozen=True)
+class ProfileOutput:
+    """What a profile pass found: the shared objects of the candidate's extensions it loaded (believed only
+    where they lie in the judge's build cache), and in mode "torch" the profiler's kernels."""
+
+    binaries: list[str]
+    kernels: list[ProfiledKernel] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.binaries, list) or not all(isinstance(b, str) for b in self.binaries):
+            raise ValueError("binaries are a list of paths")
+
+
 Command = Union[Setup, Survey, Probe, CompareSeed, CompareRound, PrepareTiming, TimeReference, PrepareBaselines, Vet,
                 MeasureCeilings, Load, RunSeed, Release, SecondShape, Profile, Time, Exit]
 Request = Union[BuildRequest, RoundStart, RoundTimed, RoundOutputs]
@@ -502,6 +556,8 @@ _NESTED: dict[tuple[type, str], Callable[[Any], Any]] = {
     (Surveyed, "facts"): lambda d: Facts(**d),
     (Compared, "mismatches"): lambda ms: [Mismatch(**m) for m in ms],
     (Profiled, "kernels"): lambda ks: None if ks is None else [KernelTime(**k) for k in ks],
+    (ProfileSpec, "config"): JudgeConfig.from_dict,
+    (ProfileOutput, "kernels"): lambda ks: [ProfiledKernel(**k) for k in ks],
 }
 
 
@@ -569,11 +625,23 @@ def decode_reply(request: Request, data: dict[str, Any]) -> Reply:
     return _decode(type(request).REPLY, data, "")
 
 
+def decode_profile_spec(data: dict[str, Any]) -> ProfileSpec:
+    """The spec of a profile pass, as the driver reads it."""
+    return _decode(ProfileSpec, data, "")
+
+
+def decode_profile_output(data: dict[str, Any]) -> ProfileOutput:
+    """What a profile pass's driver wrote back (the candidate's process could have written anything)."""
+    return _decode(ProfileOutput, data, "")
+
+
 __all__ = [
     "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built", "CeilingsMeasured", "Command",
     "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit", "Facts", "Failure", "GoOn",
-    "KernelTime", "Load", "Loaded", "MeasureCeilings", "Mismatch", "PrepareBaselines", "PrepareTiming", "Probe", "Probed", "Profile", "Profiled",
+    "KernelTime", "Load", "Loaded", "MeasureCeilings", "Mismatch", "OWN_CODE", "PROFILE_OUTPUT", "PROFILE_SPEC", "PrepareBaselines",
+    "PrepareTiming", "Probe", "Probed", "Profile", "ProfileOutput", "ProfileSpec", "Profiled", "ProfiledKernel",
     "ProtocolError", "Release", "Reply", "Request", "RoundOutputs", "RoundStart", "RoundTimed", "RunSeed", "SecondShape",
     "SeedRun", "Setup", "SetupDone", "ShapeChecked", "Survey", "Surveyed", "Time", "TimeReference", "Timed", "Vet",
-    "Vetted", "decode_answer", "decode_command", "decode_reply", "decode_request", "encode",
+    "Vetted", "decode_answer", "decode_command", "decode_profile_output", "decode_profile_spec", "decode_reply", "decode_request",
+    "encode",
 ]

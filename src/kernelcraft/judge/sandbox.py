@@ -1,7 +1,7 @@
 """Parent side of isolation: the untrusted processes, one fresh worker per candidate (or trusted
-reference: worker_process.py), and one builder per extension a candidate asks the judge to build
-(builds.py). Both start confined in `launch_confined` (isolation.py: another user, namespaces,
-Landlock, isolated Python).
+reference: worker_process.py), one builder per extension a candidate asks the judge to build
+(builds.py), and each pass of a kernel profile (profiler.py). All start confined in `launch_confined`
+(isolation.py: another user, namespaces, Landlock, isolated Python).
 
 The worker gets its own scratch directory as cwd, HOME and build directory, a scrubbed environment
 (no API keys), its device through CUDA_VISIBLE_DEVICES, rlimits, and its own process group, which
@@ -34,7 +34,7 @@ import kernelcraft
 
 from .device import device_key, visible_id
 from .integrity import make_dir
-from .isolation import command, hand_over, policy, warn_if_incomplete
+from .isolation import Allowance, command, hand_over, policy, warn_if_incomplete
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
@@ -178,19 +178,20 @@ def launch(argv: list[str], scratch: Path, env: dict[str, str], cpus: frozenset[
 
 def launch_confined(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
                     pid_namespace: bool = True, cpus: frozenset[int] | None = None, read: tuple[Path, ...] = (),
-                    **popen: Any) -> subprocess.Popen:
-    """Start an untrusted process, `python -m module args` as it were: a worker, or a builder compiling
-    a candidate's extension. The one place every such process starts, confined (isolation.py): it
-    writes only `scratch`, which becomes its user's, and reads of the judge's cache only the
-    published builds (and `read`). Without `pid_namespace`, what it leaves running comes to the judge, which kills it."""
+                    allow: Allowance = Allowance(), **popen: Any) -> subprocess.Popen:
+    """Start an untrusted process, `python -m module args` as it were: a worker, a builder compiling
+    a candidate's extension, a kernel profile's driver (or ncu, which starts it). The one place every such
+    process starts, confined (isolation.py): it writes only `scratch`, which becomes its user's, and reads of the
+    judge's cache only the published builds (and `read`); `allow`: what else it may have. Without
+    `pid_namespace`, what it leaves running comes to the judge, which kills it."""
     warn_if_incomplete()
-    hand_over(scratch)
     if not pid_namespace:
         _become_subreaper()
     # Made now if new: a worker may read only what exists as it starts, and the judge publishes later.
     builds = make_dir(cache_dir / "builds")
-    argv, confined_env = command(args, policy(module, scratch, cache_dir, read=(builds, *read), pid_namespace=pid_namespace),
-                                 pid_namespace)
+    pol = policy(module, scratch, cache_dir, read=(builds, *read), pid_namespace=pid_namespace, allow=allow)
+    hand_over(scratch, pol.uid, pol.gid)
+    argv, confined_env = command(args, pol, pid_namespace)
     return launch(argv, scratch, {**env, **confined_env}, cpus, **popen)
 
 
@@ -316,14 +317,15 @@ class ProcessGroup:
 
 def run_untrusted(module: str, args: list[str], scratch: Path, env: dict[str, str], cache_dir: Path,
                   timeout: float, group: str, cpus: frozenset[int] | None = None,
-                  read: tuple[Path, ...] = ()) -> tuple[int | None, float]:
-    """Run an untrusted command to its end (a builder): its exit code (None when it ran past `timeout`
-    seconds) and the seconds it ran, neither counting the time it was stopped while a worker was timed.
-    Its output goes to `scratch`/output.log; whatever it started is killed with it. `group` and `cpus`:
-    the device it works for and the host CPUs it runs on (ProcessGroup, launch); `read`: what else it reads."""
+                  read: tuple[Path, ...] = (), allow: Allowance = Allowance()) -> tuple[int | None, float]:
+    """Run an untrusted command to its end (a builder, a profile pass): its exit code (None when it ran past
+    `timeout` seconds) and the seconds it ran, neither counting the time it was stopped while a worker was timed.
+    Its output goes to `scratch`/output.log (integrity.read_output reads it back); whatever it started is killed
+    with it. `group` and `cpus`: the device it works for and the host CPUs it runs on (ProcessGroup, launch);
+    `read` and `allow`: what else it reads and may have (launch_confined)."""
     started = time.monotonic()
     with open(scratch / "output.log", "wb") as log:
-        running = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, cpus=cpus, read=read,
+        running = ProcessGroup(launch_confined(module, args, scratch, env, cache_dir, cpus=cpus, read=read, allow=allow,
                                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT), group)
     try:
         while True:

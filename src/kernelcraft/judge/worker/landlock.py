@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same numbers on x86_64 and aarch64
 _CREATE_RULESET_VERSION = 1
-_RULE_PATH_BENEATH = 1
+_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _PR_SET_NO_NEW_PRIVS = 38
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -51,16 +51,18 @@ def _fs_rights(abi: int) -> int:
 @dataclass
 class Ruleset:
     """What the process may still reach once restricted: `read` paths (read, list, execute),
-    `write` paths (everything beneath them), `files` (single files with their own rights)."""
+    `write` paths (everything beneath them), `files` (single files with their own rights), and
+    `tcp_ports`, the TCP ports it may bind and connect to (ABI 4; none otherwise)."""
 
     read: list[str] = field(default_factory=list)
     write: list[str] = field(default_factory=list)
     files: dict[str, int] = field(default_factory=dict)
+    tcp_ports: list[int] = field(default_factory=list)
 
     def restrict_self(self) -> int:
         """Apply the ruleset to this process (and what it starts): returns the ABI used. Raises
-        LandlockError where the kernel has no Landlock. TCP bind and connect are denied (ABI 4),
-        and so are abstract Unix sockets and signals to processes outside the sandbox (ABI 6)."""
+        LandlockError where the kernel has no Landlock. TCP bind and connect are denied but on
+        `tcp_ports` (ABI 4), and so are abstract Unix sockets and signals to processes outside the sandbox (ABI 6)."""
         abi = abi_version()
         if abi < 1:
             raise LandlockError(0, "this kernel has no Landlock")
@@ -82,6 +84,10 @@ class Ruleset:
                 self._add(libc, fd, path, handled)
             for path, rights in self.files.items():
                 self._add(libc, fd, path, rights & handled & _FILE_ONLY)
+            for port in self.tcp_ports if abi >= 4 else []:
+                rule = struct.pack("=QQ", _NET_BIND_TCP | _NET_CONNECT_TCP, port)
+                if libc.syscall(_ADD_RULE, fd, ctypes.c_uint32(_RULE_NET_PORT), rule, ctypes.c_uint32(0)) != 0:
+                    raise LandlockError(ctypes.get_errno(), f"landlock_add_rule failed for TCP port {port}")
             if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                 raise LandlockError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
             if libc.syscall(_RESTRICT_SELF, fd, ctypes.c_uint32(0)) != 0:
