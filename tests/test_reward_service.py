@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pytest
 
@@ -51,8 +51,10 @@ TIMING_FLAGS = {"noisy_timing", "slowed_reference", "clock_drift", "low_coverage
 class Service:
     """`kernelcraft serve-judge` in a subprocess, on a loopback port, with the session's build cache."""
 
-    def __init__(self, workspace: Path, cache: Path, workers: int) -> None:
+    def __init__(self, workspace: Path, cache: Path, workers: int, device: str = "cpu",
+                 task_roots: Sequence[Path] = ()) -> None:
         self.workspace, self.workers, self.port = workspace, workers, 0
+        self.device, self.task_roots = device, task_roots
         workspace.mkdir(parents=True, exist_ok=True)
         if not (workspace / "cache").exists():
             (workspace / "cache").symlink_to(cache)
@@ -69,8 +71,9 @@ class Service:
         env.pop("KERNELCRAFT_DEBUG", None)
         with open(log, "w") as stderr:  # a file, not a pipe: nobody has to keep reading it
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelcraft.cli", "serve-judge", "-w", str(self.workspace), "--device", "cpu",
-                 "--port", str(self.port), "--workers", str(self.workers), "--config", str(self.workspace.parent / "fast.toml")],
+                [sys.executable, "-m", "kernelcraft.cli", "serve-judge", "-w", str(self.workspace), "--device", self.device,
+                 "--port", str(self.port), "--workers", str(self.workers), "--config", str(self.workspace.parent / "fast.toml"),
+                 *(arg for root in self.task_roots for arg in ("--task-root", str(root)))],
                 env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 120
         while not (m := re.search(r"http://127\.0\.0\.1:(\d+)", log.read_text())):
@@ -189,7 +192,7 @@ def test_every_route_but_health_needs_the_token(service: Service) -> None:
 def test_bad_requests_are_clear_errors_and_queue_nothing(service: Service) -> None:
     with JudgeClient(service.url, TOKEN) as judge:
         before = judge.health()
-        with pytest.raises(ServiceError, match="no_such_task: no such task file or bundled example") as e:
+        with pytest.raises(ServiceError, match="no_such_task: not a task this service serves") as e:
             judge.submit("no_such_task", CANDIDATES["correct"])
         assert e.value.status == 400
         with pytest.raises(ServiceError, match="missing Model") as e:
@@ -217,6 +220,14 @@ def test_serve_judge_refuses_to_start_without_a_token_or_on_a_served_workspace(s
     line = one_line_error(kc("serve-judge", "-w", str(service.workspace), "--device", "cpu", "--port", "0",
                              "--token-file", str(tmp_path / "token"), cwd=tmp_path))
     assert "another kernelcraft serve-judge is serving" in line
+
+
+def test_serve_judge_refuses_a_task_root_that_is_no_directory(tmp_path: Path) -> None:
+    (tmp_path / "file.py").write_text("")
+    for root in ("no_such_dir", "file.py"):
+        line = one_line_error(kc("serve-judge", "--device", "cpu", "--port", "0", "--task-root", root, cwd=tmp_path,
+                                 env={TOKEN_ENV: TOKEN}))
+        assert line.endswith(f"--task-root {root}: no such directory"), line
 
 
 def test_serve_judge_refuses_to_start_without_isolation_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,6 +44,10 @@ def serve_judge_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="Concurrent evaluations per GPU (default: half the cores "
                                                                   "over the GPUs, at most 8)."),
     gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
+    task_roots: list[Path] = typer.Option([], "--task-root", help="A directory whose .py files (and its subdirectories') "
+                                                                   "clients may name as tasks, by a path relative to it or "
+                                                                   "absolute (repeatable; default none: the bundled tasks, "
+                                                                   "hgemm/MxNxK and task source only)."),
     token_file: Optional[Path] = typer.Option(None, "--token-file", help=f"File holding the clients' token (default: ${TOKEN_ENV})."),
     config_file: Optional[Path] = ConfigOpt,
     insecure: bool = typer.Option(False, "--insecure", help="Serve even where candidates cannot be fully isolated "
@@ -57,8 +61,12 @@ def serve_judge_cmd(
                          f"{'; '.join(iso.problems)} (--insecure serves anyway)")
     token = _token(token_file)
     judge = judge_config(config_file)
+    for root in task_roots:
+        if not root.is_dir():
+            raise UsageError(f"--task-root {root}: no such directory")
     try:
-        config = ServeConfig(host=host, port=port, device=device, workers=workers, gpus=gpus, ray=ray)
+        config = ServeConfig(host=host, port=port, device=device, workers=workers, gpus=gpus, ray=ray,
+                             task_roots=tuple(task_roots))
     except ValidationError as e:  # name the flag, in one line
         raise UsageError(f"--{one_line(e)}") from None
     try:

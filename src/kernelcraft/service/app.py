@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, AsyncIterator, Optional
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
@@ -30,8 +32,9 @@ class VerdictJSONResponse(JSONResponse):
         return json.dumps(content, allow_nan=True).encode()
 
 
-def create_app(queue: JobQueue, token: str) -> FastAPI:
-    """The API over `queue`, which the app starts and stops with itself."""
+def create_app(queue: JobQueue, token: str, task_roots: Sequence[Path] = ()) -> FastAPI:
+    """The API over `queue`, which the app starts and stops with itself; clients may name the task files under
+    `task_roots` (`resolve.request_task`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,7 +61,7 @@ def create_app(queue: JobQueue, token: str) -> FastAPI:
     @jobs.post("/jobs", response_model=SubmitResponse)
     def submit(request: SubmitRequest, response: Response) -> SubmitResponse:
         try:
-            task = request_task(request, queue.device.kind)
+            task = request_task(request, queue.device.kind, task_roots)
         except TaskError as e:
             raise HTTPException(400, str(e)) from None
         job, created = queue.submit(task, request.source, client_key=request.client_key, fresh=request.fresh)

@@ -73,9 +73,9 @@ class JudgeClient:
 
     def submit(self, task: str | None, source: str, *, task_source: str | None = None, task_name: str | None = None,
                sizes: dict[str, Any] | None = None, client_key: str | None = None, fresh: bool = False) -> int:
-        """Queue `source` for a task: `task` a spec the server resolves (a task file on the server, a bundled
-        example, "hgemm/MxNxK"), or task=None with `task_source` and `task_name`. Returns the job id; the same
-        `client_key` always returns the same job."""
+        """Queue `source` for a task: `task` a spec the server resolves (a bundled example, "hgemm/MxNxK", a .py
+        file under one of its task roots), or task=None with `task_source` and `task_name`. Returns the job id; the
+        same `client_key` always returns the same job."""
         request = SubmitRequest(source=source, task=task, task_source=task_source, task_name=task_name,
                                 sizes=sizes or {}, client_key=client_key or uuid.uuid4().hex, fresh=fresh)
         reply = self._call("POST", "/jobs", request.model_dump(exclude_none=True))

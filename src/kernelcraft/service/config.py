@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 from pydantic import BaseModel, Field
@@ -14,3 +15,6 @@ class ServeConfig(BaseModel):
     workers: Optional[int] = Field(None, ge=1)  # concurrent evaluations per device (default: the executor's)
     gpus: Optional[str] = None  # this machine's GPUs: "all" (the default) or "0,1"
     ray: Optional[str] = None  # a Ray cluster's address (or auto, local): judge on it instead
+    # Directories whose .py files clients may name as tasks, besides the bundled tasks and task source: none unless
+    # given, since a path from a client is otherwise a path on this machine.
+    task_roots: tuple[Path, ...] = ()

@@ -11,14 +11,17 @@ JobStatus = Literal["queued", "running", "done", "failed"]
 
 
 class SubmitRequest(BaseModel):
-    """One candidate for one task. The task is either a spec the CLI accepts (a task file on the server,
-    a bundled example name, "hgemm/MxNxK") or a reference module's source with a name for it."""
+    """One candidate for one task. The task is either a spec (a bundled example's name, "hgemm/MxNxK", or a
+    .py file under one of the service's task roots, by a path relative to the root or absolute) or a reference
+    module's source with a name for it."""
 
     source: str = Field(min_length=1, description="The candidate's Python source (defines ModelNew).")
-    task: Optional[str] = Field(None, description="A task spec, as `kernelcraft eval` takes it.")
+    task: Optional[str] = Field(None, max_length=4096, description="A task spec: a bundled task's name or a path "
+                                                                   "under a --task-root of the service.")
     task_source: Optional[str] = Field(None, description="A reference module in KernelBench format.")
     task_name: Optional[str] = Field(None, description="The key of a task given by its source.")
-    sizes: dict[str, Any] = Field(default_factory=dict, description="Module-constant overrides, as --set gives them.")
+    sizes: dict[str, Any] = Field(default_factory=dict, description="Module-constant overrides, checked as --set's "
+                                                                    "(tasks.check_sizes).")
     client_key: Optional[str] = Field(None, min_length=1, max_length=200,
                                       description="Idempotency key: submitting it again returns the same job.")
     fresh: bool = Field(False, description="Judge again even if an equal candidate already has a verdict "

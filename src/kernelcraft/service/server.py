@@ -44,5 +44,6 @@ def serve(workspace: Path, config: ServeConfig, judge_config: JudgeConfig, token
         host, port = sock.getsockname()[:2]
         announce(f"judge service on http://{host}:{port} ({queue.device.name}, {queue.workers} workers), "
                  f"workspace {store.workspace}")
-        server = uvicorn.Server(uvicorn.Config(create_app(queue, token), log_level="warning", access_log=False))
+        app = create_app(queue, token, config.task_roots)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
         server.run(sockets=[sock])

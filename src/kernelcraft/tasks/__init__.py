@@ -26,7 +26,8 @@ from .loader import (
     task_from_source,
 )
 from .model import Task, TaskMeta
-from .resolve import is_module_target, parse_sizes, resolve_target, resolve_task, select_shapes, sized_task
+from .resolve import (check_sizes, is_module_target, named_task, parse_sizes, resolve_target, resolve_task,
+                      select_shapes, sized_task)
 from .shape_capture import matmul_shapes
 from .user_module import task_from_module
 
@@ -40,6 +41,7 @@ __all__ = [
     "Task",
     "TaskError",
     "TaskMeta",
+    "check_sizes",
     "aspect_class",
     "find_solution",
     "grid",
@@ -50,6 +52,7 @@ __all__ = [
     "load_suite",
     "load_task_file",
     "module_constants",
+    "named_task",
     "matmul_shapes",
     "parse_shapes",
     "parse_sizes",

@@ -7,8 +7,10 @@ hundreds of problems is fast and safe.
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from pathlib import Path
+from typing import Any
 
 from .model import CHECKS, DTYPES, Task, TaskMeta
 
@@ -19,7 +21,16 @@ _LEVEL_RE = re.compile(r"^level_?(\d+)$")
 
 
 class TaskError(Exception):
-    """A task that cannot be used; the message is one line fit for a user."""
+    """A task that cannot be used. The message is one line fit for the task's owner and may quote its file (a
+    syntax error, a bad value); `reason` gives the cause in words that quote nothing of the file, for whoever may
+    not read it (the reward service answering a client about a file on the server)."""
+
+    def __init__(self, message: str, reason: str = "not a usable task") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+BAD_META = "its KERNELCRAFT metadata is invalid"
 
 
 def _parse_meta(tree: ast.Module, where: str) -> TaskMeta:
@@ -29,16 +40,19 @@ def _parse_meta(tree: ast.Module, where: str) -> TaskMeta:
         ):
             try:
                 raw = ast.literal_eval(node.value)
-            except ValueError as e:
-                raise TaskError(f"{where}:{node.lineno}: KERNELCRAFT must be a literal dict ({e})") from None
+            except (ValueError, TypeError, MemoryError, RecursionError) as e:  # TypeError: an unhashable key
+                raise TaskError(f"{where}:{node.lineno}: KERNELCRAFT must be a literal dict ({e})", BAD_META) from None
             if not isinstance(raw, dict):
-                raise TaskError(f"{where}:{node.lineno}: KERNELCRAFT must be a dict")
-            meta = TaskMeta.from_dict(raw)
+                raise TaskError(f"{where}:{node.lineno}: KERNELCRAFT must be a dict", BAD_META)
+            try:
+                meta = TaskMeta.from_dict(raw)
+            except (TypeError, ValueError, AttributeError) as e:  # e.g. tags or sizes of the wrong kind
+                raise TaskError(f"{where}:{node.lineno}: KERNELCRAFT: {e}", BAD_META) from None
             if meta.dtype not in DTYPES:
-                raise TaskError(f"{where}: dtype {meta.dtype!r} is not one of {', '.join(DTYPES)}")
+                raise TaskError(f"{where}: dtype {meta.dtype!r} is not one of {', '.join(DTYPES)}", BAD_META)
             unknown = sorted(set(meta.checks) - set(CHECKS))
             if unknown:
-                raise TaskError(f"{where}: unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+                raise TaskError(f"{where}: unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}", BAD_META)
             return meta
     return TaskMeta()
 
@@ -48,14 +62,17 @@ def check_task_source(source: str, where: str) -> ast.Module:
     try:
         tree = ast.parse(source, filename=where)
     except SyntaxError as e:
-        raise TaskError(f"{where}:{e.lineno}: syntax error: {e.msg}") from None
+        raise TaskError(f"{where}:{e.lineno}: syntax error: {e.msg}", "not valid Python") from None
+    except (MemoryError, RecursionError):  # the parser's own limits: nesting too deep
+        raise TaskError(f"{where}: nested too deeply to parse", "not valid Python") from None
     names = {
         n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
     }
     names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
     if missing:
-        raise TaskError(f"{where}: not a KernelBench-format task: missing {', '.join(missing)}")
+        raise TaskError(f"{where}: not a KernelBench-format task: missing {', '.join(missing)}",
+                        "not a KernelBench-format task (Model, get_inputs, get_init_inputs)")
     return tree
 
 
@@ -64,6 +81,63 @@ def module_constants(source: str) -> set[str]:
     return {n.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
             for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
             for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+# Integer arithmetic a task's constants are written in (`1024 * 2`, `1 << 20`), read without executing anything.
+_INT_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+            ast.Pow: operator.pow, ast.LShift: operator.lshift}
+_INT_BOUND = 2**64  # operands past it, or a power or shift over 64, are not read: a source cannot make the reader slow
+_UNREAD = object()  # a constant whose value is not read
+
+
+class _NotRead(Exception):
+    """An expression `constant_values` does not read."""
+
+
+def _value(node: ast.expr, known: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Name):
+        if node.id not in known:
+            raise _NotRead
+        return known[node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_value(item, known) for item in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        a, b = _value(node.left, known), _value(node.right, known)
+        if not all(type(x) is int and abs(x) < _INT_BOUND for x in (a, b)):
+            raise _NotRead
+        if isinstance(node.op, (ast.Pow, ast.LShift)) and not 0 <= b <= 64:
+            raise _NotRead
+        try:
+            return _INT_OPS[type(node.op)](a, b)
+        except ZeroDivisionError:
+            raise _NotRead from None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise _NotRead from None
+
+
+def constant_values(source: str) -> dict[str, Any]:
+    """The value of each module-level constant written as a literal, or as integer arithmetic over literals and the
+    constants before it (`M = 1024 * 2`, `shape = (batch_size, 3)`); the others are left out. Nothing is executed."""
+    known: dict[str, Any] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value: Any = _UNREAD
+        if len(targets) == 1 and isinstance(targets[0], ast.Name) and not isinstance(node, ast.AugAssign) \
+                and node.value is not None:
+            try:
+                value = _value(node.value, known)
+            except (_NotRead, RecursionError):
+                pass
+        for name in (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+            known.pop(name, None)  # assigned again (`N += 1`, `A, B = ...`): an earlier value no longer holds
+        if value is not _UNREAD:
+            known[targets[0].id] = value
+    return known
 
 
 def task_from_source(source: str, key: str, *, path: Path | None = None, suite: str = "",
@@ -81,11 +155,11 @@ def task_from_source(source: str, key: str, *, path: Path | None = None, suite: 
 def load_task_file(path: Path, *, key: str | None = None, suite: str = "", level: int | None = None) -> Task:
     """Load one task file."""
     if not path.is_file():
-        raise TaskError(f"{path}: no such task file")
+        raise TaskError(f"{path}: no such task file", "no such task file")
     try:
         source = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise TaskError(f"{path}: cannot read ({e})") from None
+        raise TaskError(f"{path}: cannot read ({e})", "cannot be read as text") from None
     if level is None:
         lm = _LEVEL_RE.match(path.parent.name)
         level = int(lm.group(1)) if lm else None

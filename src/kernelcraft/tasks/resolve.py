@@ -4,12 +4,15 @@ its shape selection and size overrides (`resolve_target`), and the checks of tho
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import math
+import reprlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .hgemm import GEMM_FAMILIES, Shape, hgemm_task, hgemm_tasks, is_hgemm_target, parse_shapes
-from .loader import EXAMPLES_DIR, EXAMPLES_SUITE, TaskError, load_suite, load_task_file, module_constants
+from .loader import (EXAMPLES_DIR, EXAMPLES_SUITE, TaskError, constant_values, load_suite, load_task_file,
+                     module_constants)
 from .model import Task
 from .shape_capture import matmul_shapes
 from .user_module import task_from_module
@@ -21,17 +24,28 @@ def resolve_task(spec: str | Path) -> Task:
     p = Path(spec)
     if p.is_file():
         return load_task_file(p)
-    family, _, rest = str(spec).partition("/")
-    if family in GEMM_FAMILIES and rest and not p.exists():
-        (shape,) = parse_shapes(rest)
-        return hgemm_task(shape, family)
-    name = str(spec).removeprefix(f"{EXAMPLES_SUITE}/")
-    bundled = EXAMPLES_DIR / f"{name}.py"
-    if "/" not in name and bundled.is_file():
-        return load_task_file(bundled, key=f"{EXAMPLES_SUITE}/{name}", suite=EXAMPLES_SUITE)
+    task = named_task(str(spec))
+    if task is not None:
+        return task
     if p.is_dir():
         raise TaskError(f"{spec}: a directory, not a task file (eval-suite and optimize take a directory of tasks)")
     raise TaskError(f"{spec}: no such task file or bundled example")
+
+
+def named_task(spec: str) -> Task | None:
+    """The task a name gives, reading none of the user's files: a bundled example (`softmax_rows`,
+    `examples/softmax_rows`) or one shape of a GEMM family (`hgemm/4096x4096x512`); None for any other spec."""
+    family, _, rest = spec.partition("/")
+    if family in GEMM_FAMILIES and rest:
+        shapes = parse_shapes(rest)
+        if len(shapes) > 1:
+            raise TaskError(f"{spec}: one shape names one task, not {len(shapes)}")
+        return hgemm_task(shapes[0], family)
+    name = spec.removeprefix(f"{EXAMPLES_SUITE}/")
+    bundled = EXAMPLES_DIR / f"{name}.py"
+    if "/" not in name and name not in ("", ".", "..") and bundled.is_file():
+        return load_task_file(bundled, key=f"{EXAMPLES_SUITE}/{name}", suite=EXAMPLES_SUITE)
+    return None
 
 
 def parse_sizes(items: Sequence[str]) -> dict[str, Any]:
@@ -48,14 +62,52 @@ def parse_sizes(items: Sequence[str]) -> dict[str, Any]:
     return sizes
 
 
-def sized_task(spec: str, device: str, sets: Sequence[str] = ()) -> Task:
-    """One task (`resolve_task`) at the sizes `sets` gives; each must name a module-level constant of it."""
-    task, sizes = resolve_task(spec), parse_sizes(sets)
+def check_sizes(task: Task, sizes: Mapping[str, Any], flag: str = "--set") -> None:
+    """The rule on size overrides (`--set`, the reward service's `sizes`; `flag` names them in errors): each names a
+    module-level constant of `task` and is of its kind (`constant_values`: an integer for an integer, a number for a
+    float, a list or tuple of as many items for a sequence, item by item), and a constant that is a positive integer,
+    a size or a count, stays positive: 0 or less would judge a degenerate task. A constant the source does not
+    state as a value takes anything. Raises TaskError; its `reason` quotes nothing of the task's source."""
     constants = module_constants(task.source)
     unknown = sorted(set(sizes) - constants)
     if unknown:
-        raise TaskError(f"--set {unknown[0]}: not a module-level constant of {task.key} "
-                        f"(its constants: {', '.join(sorted(constants)) or 'none'})")
+        raise TaskError(f"{flag} {unknown[0]}: not a module-level constant of {task.key} "
+                        f"(its constants: {', '.join(sorted(constants)) or 'none'})",
+                        f"{flag} {unknown[0]}: not a module-level constant of {task.key}")
+    values = constant_values(task.source)
+    for key, value in sizes.items():
+        why = _unfit(value, values[key]) if key in values else None
+        if why is not None:
+            shown = f"{flag} {key}={reprlib.repr(value)}: {why}"
+            raise TaskError(f"{shown} ({key} = {reprlib.repr(values[key])} in {task.key})", shown)
+
+
+def _unfit(value: Any, like: Any) -> str | None:
+    """Why `value` cannot stand for a constant whose value is `like`, or None if it can."""
+    if isinstance(like, bool):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(like, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        return "must be a positive integer (a size)" if like > 0 and value <= 0 else None
+    if isinstance(like, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return "must be a finite number"
+        return None
+    if isinstance(like, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(like):
+            return f"must be a list of {len(like)} items"
+        return next((f"item {i} {why}" for i, (v, l) in enumerate(zip(value, like))
+                     if (why := _unfit(v, l)) is not None), None)
+    if like is None or isinstance(value, type(like)):
+        return None
+    return f"must be a {type(like).__name__}"
+
+
+def sized_task(spec: str, device: str, sets: Sequence[str] = ()) -> Task:
+    """One task (`resolve_task`) at the sizes `sets` gives, checked by `check_sizes`."""
+    task, sizes = resolve_task(spec), parse_sizes(sets)
+    check_sizes(task, sizes)
     return task.with_sizes(device, sizes)
 
 
@@ -122,4 +174,5 @@ def _names_one_task(target: str) -> bool:
     return not rest or ((head == EXAMPLES_SUITE or head in GEMM_FAMILIES) and "/" not in rest)
 
 
-__all__ = ["is_module_target", "parse_sizes", "resolve_target", "resolve_task", "select_shapes", "sized_task"]
+__all__ = ["check_sizes", "is_module_target", "named_task", "parse_sizes", "resolve_target", "resolve_task",
+           "select_shapes", "sized_task"]
