@@ -15,6 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # KERNELCRAFT_KB_SAMPLE: where a GPU machine that has no ../shared finds the sample.
 SAMPLE = Path(os.environ.get("KERNELCRAFT_KB_SAMPLE", ROOT.parent / "shared" / "kernelbench-sample"))
 CANDIDATES = ROOT / "examples" / "candidates"
+# Test data read in place (scripts/gpu-check carries them to a GPU machine): a frontier model's replies, KernelBench.
+CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "real-model-corpus"))
+KERNELBENCH = Path(os.environ.get("KERNELCRAFT_KB", ROOT.parent / "shared" / "kernelbench"))
 
 # eval-suite and optimize would time torch.compile for every correct task (10-30 s each on a CPU): the commands
 # under test skip it unless a test asks with --baselines.

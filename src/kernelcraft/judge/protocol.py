@@ -18,10 +18,17 @@ One module over 400 lines on purpose: every message of the trust boundary, and i
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Union
 
 from .config import JudgeConfig
+
+# What torch's load_inline reads for the CUDA architectures it builds for (unset or empty: the device's own), and
+# the values a build request may carry: entries such as 9.0, 9.0a, 10.0f or 8.6+PTX, one ";" or space apart.
+ARCH_VARIABLE = "TORCH_CUDA_ARCH_LIST"
+_ARCH_ENTRY = r"\d{1,2}\.\d[af]?(?:\+PTX)?"
+ARCH_LIST_RE = re.compile(rf"(?:{_ARCH_ENTRY}(?:[; ]{_ARCH_ENTRY}){{0,15}})?")
 
 
 class ProtocolError(Exception):
@@ -414,11 +421,14 @@ class Built:
 @dataclass(frozen=True)
 class BuildRequest:
     """While the candidate loads: build what its `load_inline` call (`arguments`, as
-    buildcache.request_arguments gives them) would build. Its validity is the judge's to check (builds.py)."""
+    buildcache.request_arguments gives them) would build, for the architectures of the candidate's process's
+    ARCH_VARIABLE as it called (`arch_list`, "" where unset), as torch would. Its validity is the judge's to
+    check (builds.py: `arch_list` must match ARCH_LIST_RE)."""
 
     KIND: ClassVar[str] = "build"
     REPLY: ClassVar[type] = Built
     arguments: Any = None
+    arch_list: str = ""
 
 
 @dataclass(frozen=True)
@@ -556,7 +566,7 @@ def decode_reply(request: Request, data: dict[str, Any]) -> Reply:
 
 
 __all__ = [
-    "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built", "CeilingsMeasured", "Command",
+    "ARCH_LIST_RE", "ARCH_VARIABLE", "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built", "CeilingsMeasured", "Command",
     "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit", "Facts", "Failure", "GoOn", "Load",
     "Loaded", "MeasureCeilings", "Mismatch", "PrepareBaselines", "PrepareTiming", "Probe", "Probed", "Profile", "Profiled",
     "ProtocolError", "Release", "Reply", "Request", "RoundOutputs", "RoundStart", "RoundTimed", "RunSeed", "SecondShape",
