@@ -11,9 +11,9 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .static_rules import (ARCH_VARIABLE, ASSIGN_TO_MODULE, BY_ATTRIBUTE, BY_CONSTRUCT, BY_IMPORT, BY_NAME, ENV_READS,
-                           ENV_WRITES, INHERIT_MODEL, NATIVE_MIN_CHARS, OS_BEYOND, OS_FUNCTIONS, OS_MODULE, OS_PATH_FUNCTIONS,
-                           RELATIVE_IMPORT, SUPER_FORWARD, StaticRule, call_rule, native_rules)
+from .static_rules import (ARCH_VARIABLE, ASSIGN_TO_MODULE, BY_ATTRIBUTE, BY_CONSTRUCT, BY_IMPORT, BY_NAME,
+                           ENV_READS, ENV_WRITES, INHERIT_MODEL, NATIVE_MIN_CHARS, OS_BEYOND, OS_FUNCTIONS, OS_MODULE,
+                           OS_PATH_FUNCTIONS, RELATIVE_IMPORT, SUPER_FORWARD, StaticRule, call_rule, native_rules)
 
 KERNEL_NAME_RE = re.compile(
     r"__global__\s+(?:(?:static|inline|__launch_bounds__\s*\([^)]*\))\s+)*void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)")
@@ -144,7 +144,7 @@ class _Checker(ast.NodeVisitor):
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
             return None  # assigning to a module's attribute: a rule of its own
         parts = chain.split(".")
-        if parts[:2] != [OS_MODULE, "environ"]:
+        if parts[:2] != [OS_MODULE, "environ"]:  # os.path itself as a value reaches os (os.path.os): only its functions
             return None if len(parts) > 1 and _os_name_allowed(chain) and chain != f"{OS_MODULE}.path" else chain
         rest = parts[2:]
         if not rest:  # the mapping itself: read it, or set ARCH_VARIABLE

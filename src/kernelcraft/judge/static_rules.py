@@ -70,7 +70,8 @@ class StaticRule:
         """The regular expression of `native`, or None."""
         if not self.native:
             return None
-        parts = [rf"\b{re.escape(n[:-1])}\s*\(" if n.endswith("(") else re.escape(n).replace(r"\ ", r"\s*") for n in self.native]
+        parts = [rf"\b{re.escape(n[:-1])}\s*\(" if n.endswith("(") else re.escape(n).replace(r"\ ", r"\s*")
+                 for n in self.native]
         return re.compile("|".join(parts))
 
 
@@ -78,8 +79,9 @@ STATIC_RULES: tuple[StaticRule, ...] = (
     StaticRule(
         "concurrency", "threads, processes and asynchronous work of your own run outside the timed call",
         exploits=(1, 2), runtime="the clock stops after a whole-device synchronisation (`worker.timing.Clock.time_call`); "
-        "a Python thread alive after a call is hack_detected, and native threads are held to one OpenMP pool on the CPU and "
-        "flagged `native_threads` on CUDA (`worker.guards.ThreadWatch`, `CandidateOps.check_threads`); timed calls spot-checked",
+        "a Python thread alive after a call is hack_detected, and native threads are held to one OpenMP pool on the CPU "
+        "and flagged `native_threads` on CUDA (`worker.guards.ThreadWatch`, `CandidateOps.check_threads`); timed calls "
+        "spot-checked",
         imports=("threading", "_thread", "multiprocessing", "concurrent", "asyncio"),
         calls=("torch.jit.fork", "torch.jit._fork", "torch.futures", "torch.multiprocessing", "torch.distributed",
                "torch.utils.data"),
@@ -173,6 +175,6 @@ def native_rules() -> list[tuple[re.Pattern[str], StaticRule]]:
 
 
 __all__ = ["ARCH_VARIABLE", "ASSIGN_TO_MODULE", "BY_ATTRIBUTE", "BY_CALL", "BY_CONSTRUCT", "BY_IMPORT", "BY_NAME",
-           "ENV_READS", "ENV_WRITES", "INHERIT_MODEL", "NATIVE_MIN_CHARS", "OS_ARCH", "OS_BEYOND", "OS_FUNCTIONS", "OS_MODULE",
-           "OS_PATH_FUNCTIONS", "RELATIVE_IMPORT", "RULES", "STATIC_RULES", "SUPER_FORWARD", "StaticRule", "call_rule",
-           "native_rules"]
+           "ENV_READS", "ENV_WRITES", "INHERIT_MODEL", "NATIVE_MIN_CHARS", "OS_ARCH", "OS_BEYOND", "OS_FUNCTIONS",
+           "OS_MODULE", "OS_PATH_FUNCTIONS", "RELATIVE_IMPORT", "RULES", "STATIC_RULES", "SUPER_FORWARD", "StaticRule",
+           "call_rule", "native_rules"]
