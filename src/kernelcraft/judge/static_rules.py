@@ -35,7 +35,7 @@ OS_FUNCTIONS = frozenset({"getenv"})
 ENV_READS = frozenset({"get", "items", "keys", "values", "copy"})  # os.environ's methods that read
 ENV_WRITES = frozenset({"pop", "setdefault"})  # and that write, allowed for ARCH_VARIABLE only
 OS_BEYOND = "os beyond os.path's path functions, os.getenv and reading os.environ"
-OS_ARCH = f"setting or restoring os.environ[\"{ARCH_VARIABLE}\"] around a load_inline build (e.g. \"9.0a\" for wgmma)"
+OS_ARCH = f"setting or restoring os.environ[\"{ARCH_VARIABLE}\"] around a load_inline build, e.g. \"9.0a\" for wgmma"
 
 _SANDBOX = ("a scrubbed environment (`sandbox.scrubbed_env`), Landlock (writes only to scratch; none of the judge's files "
             "readable), no network, rlimits (the workers' user's process cap), the process group killed on timeout, and a "
