@@ -566,7 +566,8 @@ def decode_reply(request: Request, data: dict[str, Any]) -> Reply:
 
 
 __all__ = [
-    "ARCH_LIST_RE", "ARCH_VARIABLE", "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built", "CeilingsMeasured", "Command",
+    "ARCH_LIST_RE", "ARCH_VARIABLE", "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built",
+    "CeilingsMeasured", "Command",
     "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit", "Facts", "Failure", "GoOn", "Load",
     "Loaded", "MeasureCeilings", "Mismatch", "PrepareBaselines", "PrepareTiming", "Probe", "Probed", "Profile", "Profiled",
     "ProtocolError", "Release", "Reply", "Request", "RoundOutputs", "RoundStart", "RoundTimed", "RunSeed", "SecondShape",
