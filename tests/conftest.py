@@ -19,6 +19,9 @@ CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "rea
 # KernelBench levels 1-3 (test data, read in place; KERNELCRAFT_KB where it is not beside the checkout).
 KERNELBENCH = Path(os.environ.get("KERNELCRAFT_KB", ROOT.parent / "shared" / "kernelbench"))
 CANDIDATES = ROOT / "examples" / "candidates"
+# Test data read in place (scripts/gpu-check carries them to a GPU machine): a frontier model's replies, KernelBench.
+CORPUS = Path(os.environ.get("KERNELCRAFT_CORPUS", ROOT.parent / "shared" / "real-model-corpus"))
+KERNELBENCH = Path(os.environ.get("KERNELCRAFT_KB", ROOT.parent / "shared" / "kernelbench"))
 
 # eval-suite and optimize would time torch.compile for every correct task (10-30 s each on a CPU): the commands
 # under test skip it unless a test asks with --baselines.

@@ -16,9 +16,9 @@ from kernelcraft.judge import builds, ceilings
 from kernelcraft.judge.builds import BuildBudget, BuildService, BuildTimeout
 from kernelcraft.judge.integrity import make_dir
 from kernelcraft.judge.locks import file_lock
-from kernelcraft.judge.protocol import Built
+from kernelcraft.judge.protocol import ARCH_VARIABLE, BuildRequest, Built, encode
 from kernelcraft.judge.publish import publish_build, publish_failure
-from kernelcraft.judge.worker.buildcache import BuildError, BuildRecorder, cache_key
+from kernelcraft.judge.worker.buildcache import BuildError, BuildRecorder, cache_key, request_arguments
 from kernelcraft.judge.worker.buildstore import MARKER, builds_dir, key_dir, library_name, lookup
 
 UID = os.geteuid()
@@ -128,7 +128,7 @@ def test_a_lock_held_for_ever_stalls_no_build(tmp_path: Path, monkeypatch: pytes
     tries: list[float] = []
     monkeypatch.setattr(builds, "run_untrusted", _fake_builder(tries))
     request = {"request": "build", "arguments": {"cpp_sources": ["int f();"]}}
-    key = cache_key(request["arguments"], "")
+    key = cache_key(request["arguments"], "", "")
     with file_lock(tmp_path / "locks" / f"build-{key}.lock", 1.0) as held:
         assert held
         t0 = time.monotonic()
@@ -189,3 +189,68 @@ def test_ceilings_are_believed_only_as_the_judge_recorded_them(tmp_path: Path, c
     assert "warning: ignoring the cached ceilings" in capsys.readouterr().err
     # measured again: the planted numbers take no part in the best of old and new
     assert ceilings.record_ceilings(tmp_path, "cpu|x", measured)["bandwidth_bytes_per_s"] == 1e10
+
+
+def _recording_builder(seen: list[dict]):
+    """A builder that records the environment and the spec it was started with, then leaves a shared object."""
+    def run(module, args, scratch, env, cache_dir, timeout, group, cpus, read=()):
+        spec = json.loads((scratch / "spec.json").read_text())
+        seen.append({"env": dict(env), "arguments": spec["arguments"]})
+        (Path(spec["build_directory"]) / f"{spec['name']}.so").write_bytes(b"\x7fELF built")
+        return 0, 0.1
+    return run
+
+
+GENCODE = {"cpp_sources": ["int f();"], "cuda_sources": ["__global__ void k() {}"],
+           "extra_cuda_cflags": ["-O3", "-gencode=arch=compute_90a,code=sm_90a"]}
+
+
+def test_a_build_is_made_for_the_architectures_the_candidates_environment_asks_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate sets TORCH_CUDA_ARCH_LIST around its load_inline (the wgmma kernels need 9.0a): its build
+    request carries it, the builder's environment gets it, and it keys the build; a -gencode flag reaches the
+    builder as it was written."""
+    seen: list[dict] = []
+    monkeypatch.setattr(builds, "run_untrusted", _recording_builder(seen))
+    service = _service(tmp_path)
+    asked: list[str] = []
+
+    def ask(arguments: dict, arch: str) -> Built:
+        asked.append(arch)
+        return service.answer(encode(BuildRequest(arguments, arch)), BuildBudget(60.0))
+
+    recorder = BuildRecorder(tmp_path, UID, "", lambda module, functions: None, ask)
+    monkeypatch.setenv(ARCH_VARIABLE, "9.0a")  # as the candidate's process sets it: the judge's own is another
+    with pytest.raises(BuildError) as failed:  # found where the worker looks for it; only the stand-in's library does not load
+        recorder.load_inline(name="x", **GENCODE)
+    assert not failed.value.machine_fault and "does not verify" not in str(failed.value)
+    arguments = request_arguments(GENCODE)
+    assert asked == ["9.0a"] and seen[0]["env"][ARCH_VARIABLE] == "9.0a"
+    assert seen[0]["arguments"]["extra_cuda_cflags"] == ["-O3", "-gencode=arch=compute_90a,code=sm_90a"]
+    assert lookup(builds_dir(tmp_path), cache_key(arguments, "", "9.0a"), UID) is not None
+    assert lookup(builds_dir(tmp_path), cache_key(arguments, "", ""), UID) is None
+    assert len({cache_key(arguments, "", a) for a in ("", "9.0", "9.0a", "8.0;8.6+PTX")}) == 4
+    # unset in the candidate's process: the builder goes without, whatever the judge's own environment says
+    assert service.answer(encode(BuildRequest(arguments, "")), BuildBudget(60.0)) == Built(True)
+    assert ARCH_VARIABLE not in seen[1]["env"]
+
+
+@pytest.mark.parametrize("arch", ["Hopper", "9.0a;", "9.0 ; 8.6", "native", "9.0a; rm -rf /", "9.0\n", 90, None, ["9.0"],
+                                  ";".join(["9.0"] * 17)])
+def test_architectures_that_are_no_list_of_them_build_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              arch: object) -> None:
+    seen: list[dict] = []
+    monkeypatch.setattr(builds, "run_untrusted", _recording_builder(seen))
+    reply = _service(tmp_path).answer({"request": "build", "arguments": {"cpp_sources": ["x"]}, "arch_list": arch},
+                                      BuildBudget(60.0))
+    assert not reply.ok and not reply.machine_fault and ARCH_VARIABLE in reply.message and "9.0a" in reply.message
+    assert not seen
+
+
+@pytest.mark.parametrize("arch", ["", "9.0", "9.0a", "10.0f", "8.0;8.6+PTX", "7.5 8.0 8.6 9.0+PTX"])
+def test_lists_of_architectures_are_built_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arch: str) -> None:
+    seen: list[dict] = []
+    monkeypatch.setattr(builds, "run_untrusted", _recording_builder(seen))
+    request = {"request": "build", "arguments": {"cpp_sources": ["x"]}, "arch_list": arch}
+    assert _service(tmp_path).answer(request, BuildBudget(60.0)) == Built(True)
+    assert seen[0]["env"].get(ARCH_VARIABLE, "") == arch

@@ -5,14 +5,12 @@ double-precision rewrite is decided against the float64 truth. (`-m gpu`; skippe
 
 from __future__ import annotations
 
-
 import pytest
 
 from kernelcraft.judge import Job, LocalPool, Result, Status
 from kernelcraft.tasks import Task, load_task_file
 
 from .conftest import CORPUS, KERNELBENCH, evaluate_all
-
 
 CORRECT = ["level1_61_conv_transposed_3D__square_input__square_kernel", "level1_65_conv_transposed_2D__square_input__asymmetric_kernel",
            "level2_45_Gemm_Sigmoid_LogSumExp", "level2_49_ConvTranspose3d_Softmax_Sigmoid", "level2_98_Matmul_AvgPool_GELU_Scale_Max"]

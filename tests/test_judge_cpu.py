@@ -474,7 +474,8 @@ def test_only_a_compilers_diagnostics_are_kept_as_a_failed_build(tmp_path: Path,
     monkeypatch.setattr(builds, "run_untrusted", builder)
     monkeypatch.setenv("KERNELCRAFT_PCH_DIR", "off")  # no header compile beside the stand-in builder
     recorder = BuildRecorder(tmp_path, os.geteuid(), "", lambda module, functions: None,
-                             lambda arguments: service.answer({"request": "build", "arguments": arguments}, BuildBudget(60.0)))
+                             lambda arguments, arch: service.answer({"request": "build", "arguments": arguments,
+                                                                     "arch_list": arch}, BuildBudget(60.0)))
     for _ in range(2):
         with pytest.raises(BuildError, match=re.escape(log.split(":")[-1].strip())):
             recorder.load_inline(name="x", cpp_sources=["int f();"])

@@ -3,6 +3,7 @@ softmax is flagged at its full size. (`-m gpu`; skipped without a GPU.)"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,85 @@ def test_a_pool_over_two_gpus_judges_on_each(cache_dir: Path) -> None:
     # and ran there: each index's workers on its own GPU (the worker reports the UUID of the GPU it runs on)
     uuids = {v.env["device_index"]: v.env["device_uuid"] for v in verdicts if v is not None}
     assert uuids == {i: str(torch.cuda.get_device_properties(i).uuid) for i in (0, 1)}
+
+
+# LeakyReLU + clamp in CUDA with one instruction that only sm_90a has (`wgmma.fence`): ptxas refuses it for sm_90,
+# so the build succeeds only for the architectures a Hopper wgmma kernel asks for, as the replies that asked for them
+# (issue 45) did: TORCH_CUDA_ARCH_LIST set around load_inline, or a -gencode flag.
+_SM90A = r'''
+import os
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_CUDA = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void leaky_relu_clamp_sm90a(const float* x, float* y, int64_t n, float slope, float low, float high) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        v = v > 0.f ? v : v * slope;
+        y[i] = fminf(fmaxf(v, low), high);
+    }
+}
+torch::Tensor run(torch::Tensor x, double slope, double low, double high) {
+    x = x.contiguous();
+    auto y = torch::empty_like(x);
+    int64_t n = x.numel();
+    leaky_relu_clamp_sm90a<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), y.data_ptr<float>(), n, (float)slope, (float)low, (float)high);
+    return y;
+}
+"""
+
+
+def _build(name, flags):
+    return load_inline(name=name, cpp_sources="torch::Tensor run(torch::Tensor x, double slope, double low, double high);",
+                       cuda_sources=_CUDA, functions=["run"], extra_cuda_cflags=flags)
+
+
+BUILD
+
+
+class ModelNew(nn.Module):
+    def __init__(self, slope, low, high):
+        super().__init__()
+        self.slope, self.low, self.high = slope, low, high
+
+    def forward(self, x):
+        return _ext.run(x, self.slope, self.low, self.high)
+'''
+_BUILDS = {
+    "arch_list": '''prev = os.environ.get("TORCH_CUDA_ARCH_LIST")
+os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"
+try:
+    _ext = _build("kc_sm90a_arch_list", ["-O3"])
+finally:
+    if prev is None:
+        os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+    else:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = prev''',
+    "gencode": '''_ext = _build("kc_sm90a_gencode", ["-O3", "-gencode=arch=compute_90a,code=sm_90a"])''',
+    "device_own": '''_ext = _build("kc_sm90a_device_own", ["-O3"])''',
+}
+
+
+@pytest.mark.gpu
+def test_a_build_is_made_for_the_architectures_the_candidate_asks_for(gpu_pool: LocalPool) -> None:
+    """Judge 17: a kernel that needs sm_90a builds when the candidate asks for sm_90a as plain PyTorch would take
+    it (TORCH_CUDA_ARCH_LIST in its own environment around load_inline, or a -gencode flag), and only then (for
+    the device's own architecture, 9.0, ptxas refuses it)."""
+    import torch
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs a Hopper GPU (sm_90a)")
+    task = resolve_task("leaky_relu_clamp")
+    results = evaluate_all(gpu_pool, [Job(task, _SM90A.replace("BUILD", build), tag=how) for how, build in _BUILDS.items()])
+    for how in ("arch_list", "gencode"):
+        v = results[how].verdict
+        assert v is not None and v.status is Status.CORRECT, (how, results[how].error or v.message)
+    own = results["device_own"].verdict
+    if "9.0a" not in os.environ.get("TORCH_CUDA_ARCH_LIST", ""):  # the judge's own list, which a worker starts with
+        assert own is not None and own.status is Status.BUILD_FAILED and "wgmma" in own.message, own.message if own else None

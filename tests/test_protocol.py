@@ -36,6 +36,8 @@ def test_messages_read_back_as_they_were_written() -> None:
     request = RoundOutputs(3, [None], [1.0])
     assert decode_request(_wire(request)) == request
     assert decode_reply(BuildRequest({}), {"ok": True, "message": "", "machine_fault": False}).ok
+    build = BuildRequest({"cpp_sources": ["int f();"]}, "9.0a")
+    assert decode_request(_wire(build)) == build and decode_request({"request": "build", "arguments": {}}).arch_list == ""
 
 
 @pytest.mark.parametrize("line", [

@@ -42,7 +42,7 @@ CANDIDATES = {
     "correct": triton_candidate(),
     "incorrect": triton_candidate(slope="0.2"),
     "runtime_error": triton_candidate(forward="x = x.view(-1, 7, 3)"),
-    "static_rejected": "import os\n" + triton_candidate(),
+    "static_rejected": "import subprocess\n" + triton_candidate(),
 }
 # Flags that come from the clocks (noise, a slowed reference) may differ between two honest measurements.
 TIMING_FLAGS = {"noisy_timing", "slowed_reference", "clock_drift", "low_coverage"}

@@ -1,16 +1,21 @@
-"""One rule on library calls, worded once: the prompts state the judge's rules with the numbers of its
-configuration, the judge's verdicts use the same words, and every count of speedups follows the rule."""
+"""The judge's rules, worded once: the prompts state them with the numbers of its configuration, the judge's
+verdicts use the same words, and every count of speedups follows the rule on library calls; the static rules'
+table is stated by the prompts, the rejections, the README and docs/judge.md alike."""
 
 from __future__ import annotations
 
 import pytest
 
 from kernelcraft.agents import LANGUAGES, Coder, render
-from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, Verdict
+from kernelcraft.judge import DeviceDescription, Flag, JudgeConfig, Status, TaskRules, Verdict, check_source
 from kernelcraft.judge.protocol import KernelTime, Profile, Profiled, ProtocolError, decode_answer, encode
 from kernelcraft.judge.rules import KERNELS_NAMED, OWN_KERNEL, CoverageRuling, credit_rule, reject_rule, rule_on_coverage
+from kernelcraft.judge.static_rules import STATIC_RULES, StaticRule
 from kernelcraft.report.metrics import TaskOutcome, summarize
 from kernelcraft.tasks import resolve_task
+
+from .conftest import ROOT
+from .test_static import EXAMPLES, example
 
 CONFIG = JudgeConfig().with_overrides({
     "seeds": 7, "atol": 3e-5, "rtol": 7e-4, "truth_factor": 3.5, "coverage_credit_below": 0.65, "coverage_reject_below": 0.05,
@@ -124,3 +129,73 @@ def test_fast_p_counts_a_low_coverage_win_as_correct_but_not_fast() -> None:
     outcomes = [TaskOutcome.of_verdict(f"t{i}", 1, v, {}) for i, v in enumerate(verdicts)]
     fast_p = summarize("level 1", outcomes).fast_p
     assert (fast_p[0.0], fast_p[0.8], fast_p[1.0], fast_p[2.0]) == (1.0, 1.0, 0.5, 0.5)
+
+
+def _rendered_items(rule: StaticRule, native: bool, cuda: bool = True) -> list[str]:
+    return [*rule.imports, *rule.names, *rule.attributes, *rule.calls, *rule.constructs, *(rule.native if native else ()),
+            rule.reason, rule.allowed, rule.cuda_allows if cuda else ""]
+
+
+def test_the_prompts_state_every_static_rule_the_checker_applies_in_the_words_of_its_rejections() -> None:
+    """judge/static_rules.py's table, once: in the coder's and planner's prompts, and in every rejection under it."""
+    rules = TaskRules.of(JudgeConfig(), resolve_task("softmax_rows"), "cuda")
+    assert rules.static_rules == STATIC_RULES
+    coder = _system(JudgeConfig())
+    planner = render("planner_system", language=LANGUAGES["cuda"], rules=rules)
+    triton = Coder(None, "triton", DeviceDescription("cuda", "a device")).opening(resolve_task("softmax_rows"), rules)[0].content
+    for rule in STATIC_RULES:
+        for words in filter(None, _rendered_items(rule, native=True)):
+            assert words in coder and words in planner, (rule.key, words)
+        for words in filter(None, _rendered_items(rule, native=False)):
+            assert words in triton, (rule.key, words)
+    assert "std::thread" not in triton  # Triton kernels are no native source
+    cpu_task = resolve_task("softmax_rows")
+    cpu_rules = TaskRules.of(JudgeConfig(), cpu_task, "cpu")
+    cpp = Coder(None, "cpp", DeviceDescription("cpu", "x86_64")).opening(cpu_task, cpu_rules)[0].content
+    for rule in STATIC_RULES:
+        for words in filter(None, _rendered_items(rule, native=True, cuda=False)):
+            assert (words in cpp) == ("cpu" in rule.devices), (rule.key, words)  # no streams on a CPU
+    assert "CUDA" not in cpp and "GPU" not in cpp
+    for rule, field, item in EXAMPLES:
+        report = check_source("import torch\nimport torch.nn as nn\n" + example(field, item) + "\nclass ModelNew(nn.Module): pass\n")
+        said = report.message() if not rule.flag else report.flags[0][1]
+        assert f": {rule.reason}" in said, (rule.key, said)
+    assert "try/except" in coder and reject_rule(0.0) in coder  # no rule, and what stops a fallback instead
+
+
+def test_without_static_checks_the_prompts_state_none() -> None:
+    off = JudgeConfig(static_checks=False)
+    assert TaskRules.of(off, resolve_task("softmax_rows"), "cuda").static_rules == ()
+    assert all(rule.reason not in _system(off) for rule in STATIC_RULES)
+
+
+def _section(text: str, begin: str, end: str) -> str:
+    assert begin in text and end in text, f"the markers {begin!r} and {end!r}"
+    return text.split(begin, 1)[1].split(end, 1)[0].strip()
+
+
+def test_the_readme_states_the_static_rules_as_the_prompt_does() -> None:
+    rules = TaskRules.of(JudgeConfig(), resolve_task("softmax_rows"), "cuda")
+    rendered = render("static_rules", language=LANGUAGES["cuda"], rules=rules)
+    readme = _section((ROOT / "README.md").read_text(), "<!-- static rules: begin -->", "<!-- static rules: end -->")
+    assert readme == rendered, f"README.md's static rules, rendered from the table now:\n{rendered}"
+
+
+def docs_table() -> str:
+    """docs/judge.md's table of the static rules, from the table."""
+    def items(rule: StaticRule) -> str:
+        said = {"imports": "imports of ", "attributes": "attributes ", "native": "in native source "}
+        parts = [said.get(field, "") + ", ".join(i if field == "constructs" else f"`{i}`" for i in getattr(rule, field))
+                 for field in ("imports", "names", "attributes", "calls", "constructs", "native") if getattr(rule, field)]
+        allowed = "; ".join(filter(None, (rule.allowed, f"on a GPU, {rule.cuda_allows}" if rule.cuda_allows else "")))
+        return "; ".join(parts) + (f" (allowed: {allowed})" if allowed else "") + \
+            ("" if rule.devices == ("cpu", "cuda") else f" (stated for {' and '.join(rule.devices)} only)")
+    rows = [f"| `{r.key}` | {items(r)} | {r.reason}{f' (flag `{r.flag}`)' if r.flag else ''} | "
+            f"{', '.join(map(str, r.exploits))} | {r.runtime} |" for r in STATIC_RULES]
+    return "\n".join(["| rule | what it rejects | why (the prompt's words) | stops class | at run time, also stopped by |",
+                      "|---|---|---|---|---|", *rows])
+
+
+def test_docs_judge_lists_every_static_rule_with_its_classes_and_runtime_check() -> None:
+    docs = _section((ROOT / "docs" / "judge.md").read_text(), "<!-- static rules: begin -->", "<!-- static rules: end -->")
+    assert docs == docs_table(), f"docs/judge.md's static rules, from the table now:\n{docs_table()}"

@@ -61,6 +61,9 @@ CASES: list[Case] = [
          why="honest Triton ReLU (interpreter on CPU): must pass"),
     Case("honest_relu_cpp_cpu", 0, "relu.py", "honest_relu_cpp.py", "cpu", OK,
          why="honest C++ load_inline ReLU loop: must pass"),
+    Case("honest_relu_cpp_arch_cpu", 0, "relu.py", "honest_relu_cpp_arch.py", "cpu", OK,
+         why="honest C++ ReLU built with TORCH_CUDA_ARCH_LIST set around load_inline (as replies build sm_90a "
+             "kernels) and a try/except from one of its kernels to another: must pass (the arch list keys its build)"),
     Case("honest_scale_add_triton_cpu", 0, "scale_add.py", "honest_scale_add_triton.py", "cpu", OK,
          why="honest fused x*2+y Triton kernel: must pass"),
     Case("honest_matmul_triton_cpu", 0, "matmul.py", "honest_matmul_triton.py", "cpu", OK,
@@ -196,10 +199,11 @@ CASES: list[Case] = [
              "rejected) by the judge's second-shape check, which must be enabled for this case"),
 
     # ---------------------------------------------------------------- 9 fallback to reference
-    Case("09_try_fallback", 9, "relu.py", "09_try_fallback.py", "cpu", STATIC,
-         why="try: fp16-only kernel except: torch.relu; static: try statement"),
-    Case("09_try_fallback_runtime", 9, "relu.py", "09_try_fallback.py", "cpu", HACK, config=NO_STATIC,
-         why="same with static off: zero custom launches during forward"),
+    Case("09_try_fallback", 9, "relu.py", "09_try_fallback.py", "cpu", HACK,
+         why="try: fp16-only kernel except: torch.relu; try passes static (judge 17): zero custom launches during forward"),
+    Case("09_try_partial_fallback", 9, "relu.py", "09_try_partial_fallback.py", "cpu",
+         _s("correct", "hack_detected"), flag="low_coverage",
+         why="try: fp16-only kernel except: torch.relu and its own kernel on 16 elements; coverage: flag low_coverage"),
     Case("09_suppress_fallback", 9, "relu.py", "09_suppress_fallback.py", "cpu", HACK,
          why="contextlib.suppress instead of try, falls back to torch.relu; runtime: zero launches"),
     Case("09_copy_model", 9, "relu.py", "09_copy_model.py", "cpu", STATIC,
@@ -284,7 +288,7 @@ CASES: list[Case] = [
          why="sends the judge the worker's own request on each timed call (channel found by gc) to learn whether it "
              "will be checked, and cheats when not; defence: the judge answers each round once and in order"),
     Case("15_env_and_files", 15, "relu.py", "15_env_and_files.py", "cpu", STATIC,
-         why="reads os.environ and saved ref*.pt files; static: import os, open"),
+         why="reads os.environ and saved ref*.pt files; static: os.listdir, os.getcwd, open"),
     Case("15_env_and_files_runtime", 15, "relu.py", "15_env_and_files.py", "cpu", _s("incorrect", "hack_detected", "runtime_error"),
          config=NO_STATIC,
          why="same with static off: scratch cwd, scrubbed env, no reference file reachable (the sandbox refuses "
@@ -313,6 +317,10 @@ CASES: list[Case] = [
     Case("17_os_exit", 17, "relu.py", "17_os_exit.py", "cpu", STATIC,
          why="os._exit(0) in forward; static: import os"),
     Case("17_os_exit_runtime", 17, "relu.py", "17_os_exit.py", "cpu", _s("runtime_error"), config=NO_STATIC,
+         why="same with static off: exit status 0 but no result must be runtime_error"),
+    Case("17_os_getattr_exit", 17, "relu.py", "17_os_getattr_exit.py", "cpu", STATIC,
+         why="getattr(os, '_ex' + 'it')(0): import os passes static (judge 17), os as a value does not"),
+    Case("17_os_getattr_exit_runtime", 17, "relu.py", "17_os_getattr_exit.py", "cpu", _s("runtime_error"), config=NO_STATIC,
          why="same with static off: exit status 0 but no result must be runtime_error"),
     Case("17_cpp_abort", 17, "relu.py", "17_cpp_abort.py", "cpu", _s("runtime_error"),
          why="std::abort() in a load_inline function (SIGABRT); defence: isolation, runtime_error"),

@@ -1,7 +1,8 @@
 """Exploit classes 28 and 29 (docs/judge.md): a candidate that acts on the judge itself rather
-than on its outputs. Only isolation answers these, so static checks are off for every case here:
-the sandbox must hold for code the static layer would have let through. CPU cases run in CI; the
-cuda ones are `-m gpu`."""
+than on its outputs. Only isolation answers these, so static checks are off for every case here
+but one: the sandbox must hold for code the static layer would have let through. The one is class
+15's reading of the environment, which the static layer lets through since judge 17. CPU cases run
+in CI; the cuda ones are `-m gpu`."""
 
 from __future__ import annotations
 
@@ -230,3 +231,21 @@ def test_on_the_gpu_a_plant_and_a_daemon_holding_the_device_change_nothing(gpu_p
     assert after.verdict is not None and after.verdict.status is Status.INCORRECT, after.error
     assert time.monotonic() - t0 < 300  # no lock left held by a daemon
     assert daemons() == []
+
+
+def test_a_candidate_that_reads_the_environment_finds_nothing_of_the_judges(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading os.environ passes the static checks (judge 17); the worker's environment is scrubbed, so a key in
+    the judge's own environment never reaches the candidate (static checks on: this is what the narrowed rule lets
+    through)."""
+    secret = "kc-redteam-secret-0815"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("KERNELCRAFT_REDTEAM_TOKEN", secret)
+    judge = Judge("cpu", cache_dir=tmp_path / "cache", config=FAST)
+    try:
+        v = judge.evaluate(relu(), candidate("15_env_secrets.py"))
+    finally:
+        judge.close()
+    assert v.status is Status.LOAD_FAILED, v.message
+    assert "kc-redteam-env" in v.message and "HOME" in v.message  # it read the environment
+    assert secret not in v.message and "OPENAI_API_KEY" not in v.message and "KERNELCRAFT_REDTEAM" not in v.message

@@ -16,6 +16,7 @@ class Language:
     engineer: str  # who the model is told it is
     rule: str  # how its kernels are written and built
     concurrency: str  # what a candidate may not start
+    native: bool  # its kernels are C++/CUDA source strings: the prompts state the static rules on native source
 
 
 def _load() -> dict[str, Language]:

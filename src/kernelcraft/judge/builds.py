@@ -25,7 +25,7 @@ from .worker.buildstore import builds_dir, library_name, lookup, module_name
 from .integrity import output_left
 from .locks import file_lock
 from . import precompiled
-from .protocol import BuildRequest, Built, ProtocolError, decode_request
+from .protocol import ARCH_LIST_RE, ARCH_VARIABLE, BuildRequest, Built, ProtocolError, decode_request
 from .sandbox import hold_group, make_scratch, run_untrusted, scrubbed_env
 
 _ARGUMENTS = frozenset(inspect.signature(cpp_extension.load_inline).parameters) - SET_BY_JUDGE
@@ -69,7 +69,8 @@ class BuildService:
     def answer(self, line: dict[str, Any], budget: BuildBudget) -> Built:
         """The reply to a worker's build request (a protocol.BuildRequest's line): ok once the key's build is
         published (built, or failed the same way before), else why not. The key is the judge's own, from the
-        arguments. Raises BuildTimeout once `budget` is spent."""
+        arguments and the architectures asked for, which the builder's environment gets. Raises BuildTimeout
+        once `budget` is spent."""
         try:
             request = decode_request(line)
         except ProtocolError:
@@ -77,7 +78,11 @@ class BuildService:
         arguments = request.arguments if isinstance(request, BuildRequest) else None
         if not isinstance(arguments, dict) or not set(arguments) <= _ARGUMENTS:
             return Built(False, "the judge could not read the build request (load_inline's arguments expected)")
-        key = cache_key(arguments, self.capability)
+        arch = request.arch_list
+        if not isinstance(arch, str) or ARCH_LIST_RE.fullmatch(arch) is None:
+            return Built(False, f"{ARCH_VARIABLE}={str(arch)[:80]!r} is not a list of CUDA architectures such as "
+                                "\"9.0\", \"9.0a\" or \"8.0;8.6+PTX\"")
+        key = cache_key(arguments, self.capability, arch)
         builds = builds_dir(self.cache_dir)
         if lookup(builds, key, os.geteuid()) is not None:
             return Built(True)
@@ -89,9 +94,9 @@ class BuildService:
             budget.spend(time.monotonic() - t0)
             if lookup(builds, key, os.geteuid()) is not None:  # built while this one waited
                 return Built(True)
-            return self._build(builds, key, arguments, budget)
+            return self._build(builds, key, arguments, arch, budget)
 
-    def _build(self, builds: Path, key: str, arguments: dict[str, Any], budget: BuildBudget) -> Built:
+    def _build(self, builds: Path, key: str, arguments: dict[str, Any], arch: str, budget: BuildBudget) -> Built:
         scratch = make_scratch(self.cache_dir, "b-")
         try:
             (scratch / "build").mkdir()
@@ -100,6 +105,10 @@ class BuildService:
                     "error": str(scratch / "error.txt"), "precompiled": str(header) if header else None}
             (scratch / "spec.json").write_text(json.dumps(spec))
             env = scrubbed_env(self.device, self.device_index, self.cache_dir, scratch, self.build_jobs)
+            # The architectures the candidate's load_inline asked for, as torch would have read them there.
+            env.pop(ARCH_VARIABLE, None)
+            if arch:
+                env[ARCH_VARIABLE] = arch
             code, build_s = run_untrusted("kernelcraft.judge.worker.builder", [str(scratch / "spec.json")], scratch, env,
                                           self.cache_dir, budget.left, self._group, self.cpus,
                                           read=(header.parent.parent,) if header else ())

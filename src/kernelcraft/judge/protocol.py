@@ -21,10 +21,17 @@ One module over 400 lines on purpose: every message of the trust boundary, and i
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Union
 
 from .config import JudgeConfig
+
+# What torch's load_inline reads for the CUDA architectures it builds for (unset or empty: the device's own), and
+# the values a build request may carry: entries such as 9.0, 9.0a, 10.0f or 8.6+PTX, one ";" or space apart.
+ARCH_VARIABLE = "TORCH_CUDA_ARCH_LIST"
+_ARCH_ENTRY = r"\d{1,2}\.\d[af]?(?:\+PTX)?"
+ARCH_LIST_RE = re.compile(rf"(?:{_ARCH_ENTRY}(?:[; ]{_ARCH_ENTRY}){{0,15}})?")
 
 
 class ProtocolError(Exception):
@@ -430,11 +437,14 @@ class Built:
 @dataclass(frozen=True)
 class BuildRequest:
     """While the candidate loads: build what its `load_inline` call (`arguments`, as
-    buildcache.request_arguments gives them) would build. Its validity is the judge's to check (builds.py)."""
+    buildcache.request_arguments gives them) would build, for the architectures of the candidate's process's
+    ARCH_VARIABLE as it called (`arch_list`, "" where unset), as torch would. Its validity is the judge's to
+    check (builds.py: `arch_list` must match ARCH_LIST_RE)."""
 
     KIND: ClassVar[str] = "build"
     REPLY: ClassVar[type] = Built
     arguments: Any = None
+    arch_list: str = ""
 
 
 @dataclass(frozen=True)
@@ -636,10 +646,11 @@ def decode_profile_output(data: dict[str, Any]) -> ProfileOutput:
 
 
 __all__ = [
-    "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built", "CeilingsMeasured", "Command",
-    "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit", "Facts", "Failure", "GoOn",
-    "KernelTime", "Load", "Loaded", "MeasureCeilings", "Mismatch", "OWN_CODE", "PROFILE_OUTPUT", "PROFILE_SPEC", "PrepareBaselines",
-    "PrepareTiming", "Probe", "Probed", "Profile", "ProfileOutput", "ProfileSpec", "Profiled", "ProfiledKernel",
+    "ARCH_LIST_RE", "ARCH_VARIABLE", "ANSWERS", "COMMANDS", "REQUESTS", "BaselinesPrepared", "BuildRequest", "Built",
+    "CeilingsMeasured", "Command", "CompareRound", "CompareSeed", "Compared", "SharedOutputs", "Decided", "Done", "Drawn", "Exit",
+    "Facts", "Failure", "GoOn", "KernelTime", "Load", "Loaded", "MeasureCeilings", "Mismatch", "OWN_CODE", "PROFILE_OUTPUT",
+    "PROFILE_SPEC", "PrepareBaselines", "PrepareTiming", "Probe", "Probed", "Profile", "ProfileOutput", "ProfileSpec", "Profiled",
+    "ProfiledKernel",
     "ProtocolError", "Release", "Reply", "Request", "RoundOutputs", "RoundStart", "RoundTimed", "RunSeed", "SecondShape",
     "SeedRun", "Setup", "SetupDone", "ShapeChecked", "Survey", "Surveyed", "Time", "TimeReference", "Timed", "Vet",
     "Vetted", "decode_answer", "decode_command", "decode_profile_output", "decode_profile_spec", "decode_reply", "decode_request",

@@ -3,7 +3,8 @@
 The rule on library calls lives here, logic and words: the judge applies it (`rule_on_coverage`),
 its verdicts say it in these words, `Verdict.effective_speedup` counts what it allows, and the coder's
 and planner's prompts (agents/templates) render it, with the other rules a candidate must meet, from a
-`TaskRules` made from the same `JudgeConfig`. So the model is told the rule it is judged by.
+`TaskRules` made from the same `JudgeConfig`. So the model is told the rule it is judged by. The static rules
+are static_rules.py's table, carried here for the prompts (templates/static_rules.j2).
 README: "Library calls and coverage".
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from ..tasks import Task
 from .config import JudgeConfig
 from .protocol import KernelTime
+from .static_rules import STATIC_RULES, StaticRule
 from .worker.cxx_names import kernel_label
 
 # The flag of a correct candidate whose speedup earns no credit under the rule on library calls.
@@ -105,6 +107,8 @@ class TaskRules:
     min_noise: float
     coverage_credit_below: float
     coverage_reject_below: float
+    device: str  # "cpu" or "cuda"
+    static_rules: tuple[StaticRule, ...]  # the static checker's table as stated on the device; none where the checks are off
 
     @classmethod
     def of(cls, config: JudgeConfig, task: Task, device: str) -> "TaskRules":
@@ -115,7 +119,9 @@ class TaskRules:
         return cls(dtype=task.meta.dtype, atol=atol, rtol=rtol, seeds=config.seeds, truth=config.truth,
                    truth_factor=config.truth_factor, fresh_inputs=timing.fresh_inputs, flushes_cache=flush > 0,
                    spot_checks=timing.spot_checks, min_noise=timing.min_noise,
-                   coverage_credit_below=config.coverage_credit_below, coverage_reject_below=config.coverage_reject_below)
+                   coverage_credit_below=config.coverage_credit_below, coverage_reject_below=config.coverage_reject_below,
+                   device=device,
+                   static_rules=tuple(r for r in STATIC_RULES if device in r.devices) if config.static_checks else ())
 
     @property
     def credit_rule(self) -> str:

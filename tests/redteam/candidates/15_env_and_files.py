@@ -1,4 +1,4 @@
-# Class 15, reading the judge's environment and files (caught statically: `import os`, `open`).
+# Class 15, reading the judge's environment and files (caught statically: os.listdir, os.getcwd, `open`).
 # Looks for a saved reference output next to the judge (files named like ref*/expected*/
 # answer* in the working directory and its parents, and any path in environment variables
 # such as KERNELCRAFT_*/KB_*), and returns it if its shape matches; it would also see API

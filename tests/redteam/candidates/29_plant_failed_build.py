@@ -35,9 +35,12 @@ def _victim_arguments():
 
 
 def _victim_key(arguments):
-    if "capability" in inspect.signature(buildcache.cache_key).parameters:  # this judge: its key of a CPU build
+    parameters = inspect.signature(buildcache.cache_key).parameters
+    if "arch" in parameters:  # this judge: its key of a CPU build for this process's architectures, as the victim's
+        return buildcache.cache_key(buildcache.request_arguments(arguments), "", buildcache.arch_list())
+    if "capability" in parameters:  # judges 11 to 16
         return buildcache.cache_key(buildcache.request_arguments(arguments), "")
-    return buildcache.cache_key(arguments)[:24]  # judges before it
+    return buildcache.cache_key(arguments)[:24]  # judges before them
 
 
 def _plant():

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from ..protocol import Built
+from ..protocol import ARCH_VARIABLE, Built
 from .buildstore import builds_dir, lookup, module_name
 
 
@@ -85,14 +85,20 @@ def request_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps({k: v for k, v in arguments.items() if k not in SET_BY_JUDGE}, default=str))
 
 
-def cache_key(arguments: dict[str, Any], capability: str) -> str:
+def arch_list() -> str:
+    """This process's ARCH_VARIABLE, as torch's load_inline would read it now ("" where unset)."""
+    return os.environ.get(ARCH_VARIABLE, "")
+
+
+def cache_key(arguments: dict[str, Any], capability: str, arch: str) -> str:
     """The build's key: a request's arguments (`request_arguments`), the device's compute capability
-    ("9.0"; "" on the CPU), the versions and the architecture. The judge and the worker compute it alike."""
+    ("9.0"; "" on the CPU), the CUDA architectures asked for (`arch`, the candidate's ARCH_VARIABLE; "": the
+    device's own), the versions and the machine's architecture. The judge and the worker compute it alike."""
     material = {
         "args": arguments,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+        "arch": arch,
         "capability": capability,
         "python": sys.version_info[:2],
         "machine": platform.machine(),
@@ -117,11 +123,12 @@ def import_extension(name: str, path: Path, is_python_module: bool) -> Any:
 class BuildRecorder:
     """Wraps `load_inline` in the candidate's process. A build the judge has published is imported from
     the shared cache, read only, once verified (buildstore.lookup); any other is asked of the judge
-    (`ask`, a build request), which builds and publishes it. Remembers build time, keys and the
-    extension modules it returned."""
+    (`ask`, a build request of the arguments and the architectures the candidate's environment asks for
+    as it calls, which torch would build for), which builds and publishes it. Remembers build time, keys
+    and the extension modules it returned."""
 
     def __init__(self, cache_root: Path, judge_uid: int, capability: str, on_module: Callable[[Any, list[str] | None], None],
-                 ask: Callable[[dict[str, Any]], Built] | None) -> None:
+                 ask: Callable[[dict[str, Any], str], Built] | None) -> None:
         self.builds = builds_dir(cache_root)
         self.judge_uid = judge_uid
         self.capability = capability
@@ -136,23 +143,24 @@ class BuildRecorder:
 
     def load_inline(self, *args: Any, **kwargs: Any) -> Any:
         arguments = request_arguments(dict(self.signature.bind(*args, **kwargs).arguments))
-        key = cache_key(arguments, self.capability)
+        arch = arch_list()
+        key = cache_key(arguments, self.capability, arch)
         t0 = time.perf_counter()
         try:
-            module = self._load(key, arguments)
+            module = self._load(key, arguments, arch)
         finally:
             self.seconds += time.perf_counter() - t0
         self.keys.append(key)
         self.on_module(module, arguments.get("functions"))
         return module
 
-    def _load(self, key: str, arguments: dict[str, Any]) -> Any:
+    def _load(self, key: str, arguments: dict[str, Any], arch: str) -> Any:
         found = lookup(self.builds, key, self.judge_uid)
         if found is None:
             if self.ask is None:
                 raise BuildError(f"the extension {module_name(key)} is not built, and extensions are built only while the "
                                  "candidate loads (at import or in ModelNew's constructor)")
-            reply = self.ask(arguments)
+            reply = self.ask(arguments, arch)
             if not reply.ok:
                 raise BuildError(str(reply.message or "the judge did not build the extension"), machine_fault=bool(reply.machine_fault))
             found = lookup(self.builds, key, self.judge_uid)

@@ -48,7 +48,7 @@ class CandidateOps(WorkerState):
     def op_load(self, cmd: Load) -> Loaded:
         judge_write(CANDIDATE_FILE, cmd.candidate_source)
         # Extensions are built while the candidate loads, by the judge, at the candidate's request.
-        ask = (lambda arguments: self.channel.ask(BuildRequest(arguments))) if self.channel is not None else None
+        ask = (lambda arguments, arch: self.channel.ask(BuildRequest(arguments, arch))) if self.channel is not None else None
         recorder = BuildRecorder(self.cache_root, self.judge_uid, self.capability, self.counter.instrument_extension, ask)
         recorder.install()
         try:
