@@ -25,8 +25,8 @@ from pathlib import Path
 
 from ..tasks import Task
 from .config import JudgeConfig
-from .integrity import output_left
-from .isolation import Allowance
+from .integrity import make_dir, output_left
+from .isolation import Allowance, check_cache_reachable
 from .kernel_profile import NCU, TORCH_PROFILER, KernelProfile, KernelRecord
 from .locks import device_lock
 from .nsight import NCU_PORT, NCU_PORTS, counters_capability, errors, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
@@ -71,7 +71,8 @@ class KernelProfiler:
     def __init__(self, device: str, *, cache_dir: Path, device_index: int = 0, config: JudgeConfig | None = None,
                  top: int = 5, timeout_s: float = 600.0, max_launches: int = 64) -> None:
         self.device = device
-        self.cache_dir = Path(cache_dir).resolve()
+        self.cache_dir = make_dir(Path(cache_dir).resolve())
+        check_cache_reachable(self.cache_dir)  # a pass's scratch lies under it, as a worker's does (CacheClosed: one line)
         self.device_index = device_index
         self.config = config or JudgeConfig()
         self.top = top
