@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ PROBE = """
 import json, os, sys
 found = {}
 for name, path in json.loads(sys.argv[1]).items():
+    path = path.replace("{ppid}", str(os.getppid()))
     try:
         if name.startswith("write"):
             with open(path, "w") as f:
@@ -221,6 +223,26 @@ def test_a_python_process_a_confined_tool_starts_is_confined_and_one_started_out
     outside = subprocess.run(child, env={**os.environ, PATH_ENV: json.dumps(pol.sys_path)}, capture_output=True, text=True,
                              timeout=60)
     assert outside.returncode == 70 and "started outside the sandbox" in outside.stderr, outside.stderr
+
+
+def test_a_python_process_a_confined_tool_starts_writes_only_its_own_proc_entry(tmp_path: Path) -> None:
+    """The ncu pass may write its PID namespace's whole /proc (Policy.proc_tree: the CUDA driver of ncu's target writes
+    the target's own entry as it starts, and the target is not the confined process). The Python process the tool
+    starts confines itself again: its own entry it writes, its parent's it cannot open (without that second layer the
+    open succeeds and only the write fails, EINVAL)."""
+    where = _module_dir(tmp_path, "kc_probe", PROBE)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    pol = iso.policy("kernelcraft.judge.worker.run_tool", scratch, tmp_path / "judge", read=(where,))
+    pol.sys_path = [str(where), *pol.sys_path]
+    pol.private_shm, pol.proc_tree = False, True
+    probes = {"write_own_proc": "/proc/self/comm", "write_parent_proc": "/proc/{ppid}/comm"}
+    shell = ["/bin/sh", "-c", shlex.join(python_command("kc_probe", [json.dumps(probes)])) + "; true"]  # the child is not the tool
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", BOOT, *shell], env={**os.environ, ENV: pol.to_env()},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (found["write_own_proc"], found["write_parent_proc"]) == ("ok", "PermissionError"), found
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a root judge's workers")

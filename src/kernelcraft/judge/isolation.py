@@ -49,10 +49,13 @@ _NAMESPACES = ("--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--ip
 class Allowance:
     """What one kind of confined process may have beyond a worker's (the ncu pass: profiler.py). `capabilities`:
     kept where the judge is root, the process staying root to keep them (none else); `tcp_ports`: the ports it
-    may bind and connect to, on the loopback of a network namespace of its own where it has one."""
+    may bind and connect to, on the loopback of a network namespace of its own where it has one; `proc_tree`: the
+    processes it starts may write their own /proc entries (ncu's target, whose CUDA driver does as it starts), given
+    only where it has a PID namespace, so its /proc holds none but its own processes (confine.Policy.proc_tree)."""
 
     capabilities: tuple[int, ...] = ()
     tcp_ports: tuple[int, ...] = ()
+    proc_tree: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,8 @@ def policy(module: str, scratch: Path, cache_dir: Path, read: tuple[Path, ...] =
                   write=[str(scratch)] + (["/dev/shm"] if private_shm or not pid_namespace else []), files=files,
                   uid=uid, gid=gid, private_shm=private_shm, landlock=iso.landlock_abi >= 1,
                   drop_capabilities=iso.enabled and uid is None, keep_capabilities=list(allow.capabilities) if keep else [],
-                  loopback=bool(allow.tcp_ports) and "--net" in iso.namespaces, tcp_ports=list(allow.tcp_ports))
+                  loopback=bool(allow.tcp_ports) and "--net" in iso.namespaces, tcp_ports=list(allow.tcp_ports),
+                  proc_tree=allow.proc_tree and pid_namespace and "--pid" in iso.namespaces)
 
 
 _PID_NAMESPACE = ("--pid", "--fork", "--kill-child", "--mount-proc")

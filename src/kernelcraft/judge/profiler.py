@@ -109,7 +109,7 @@ class KernelProfiler:
         argv = ncu_command(ncu, Path(NCU_LOG), self.max_launches, python_command(DRIVER, [PROFILE_SPEC]))
         ran = self._run(task, source, "ncu", RUN_TOOL, argv, read=(Path(ncu).resolve().parent,),
                         allow=Allowance(capabilities=() if cap is None else (cap,),
-                                        tcp_ports=tuple(range(NCU_PORT, NCU_PORT + NCU_PORTS))))
+                                        tcp_ports=tuple(range(NCU_PORT, NCU_PORT + NCU_PORTS)), proc_tree=True))
         refused = refusal(ran.output + ran.csv)
         if refused is not None:
             self._refused = f"ncu was refused: {refused}"

@@ -28,6 +28,7 @@ ENV = "KERNELCRAFT_CONFINE"
 BOOT = (f"import json,os,sys;sys.path[:]=json.loads(os.environ['{ENV}'])['sys_path'];"
         "from kernelcraft.judge.worker.confine import main;main()")
 PATH_ENV = "KERNELCRAFT_SYS_PATH"  # the module path, for the Python processes a confined process's tool starts
+CHILD_ENV = "KERNELCRAFT_CHILD_CONFINE"  # the policy, for those processes to confine themselves again (child)
 CHILD_BOOT = (f"import json,os,sys;sys.path[:]=json.loads(os.environ['{PATH_ENV}']);"
               "from kernelcraft.judge.worker.confine import child;child()")
 _MS_NOSUID, _MS_NODEV = 2, 4
@@ -44,7 +45,9 @@ class Policy:
     `private_shm`: it has a mount namespace of its own, where /dev/shm is mounted afresh;
     `loopback`: its network namespace's loopback is brought up (it has no other interface), where
     `tcp_ports` are the ports Landlock lets it bind and connect to (the ncu pass: ncu's own connection
-    to the process it profiles)."""
+    to the process it profiles); `proc_tree`: it may write its whole /proc, its PID namespace's own, not only its
+    own entry, since the processes it starts write theirs (the CUDA driver does as it starts; the ncu pass),
+    and each Python process it starts confines itself again to its own entry (`child`)."""
 
     module: str
     sys_path: list[str]
@@ -59,6 +62,7 @@ class Policy:
     keep_capabilities: list[int] = field(default_factory=list)
     loopback: bool = False
     tcp_ports: list[int] = field(default_factory=list)
+    proc_tree: bool = False
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -115,6 +119,17 @@ def apply(policy: Policy) -> None:
     if policy.landlock:
         # Its own /proc entry: the CUDA driver writes there as it starts (cudaGetDeviceCount fails with
         # "OS call failed" otherwise, on H100 machines).
+        own = "/proc" if policy.proc_tree else f"/proc/{os.getpid()}"
+        Ruleset(policy.read, [*policy.write, own], policy.files, policy.tcp_ports).restrict_self()
+    os.environ[CHILD_ENV] = policy.to_env()
+
+
+def _confine_child() -> None:
+    """A Python process a confined tool started: Landlock again, on top of what it inherited, with its own
+    /proc entry the only one it may write (its parent's policy may have given the whole /proc, for the
+    processes it starts: `Policy.proc_tree`)."""
+    policy = Policy(**json.loads(os.environ[CHILD_ENV]))
+    if policy.landlock:
         Ruleset(policy.read, [*policy.write, f"/proc/{os.getpid()}"], policy.files, policy.tcp_ports).restrict_self()
 
 
@@ -146,8 +161,13 @@ def main() -> None:
 def child() -> None:
     """CHILD_BOOT's entry: run argv[1] as __main__ with the remaining arguments, in a process started inside
     the sandbox; anywhere else it refuses to run."""
-    if not _confined():
+    if not _confined() or CHILD_ENV not in os.environ:
         sys.stderr.write("kernelcraft: a sandboxed process's child started outside the sandbox\n")
+        os._exit(70)
+    try:
+        _confine_child()
+    except OSError as e:
+        sys.stderr.write(f"kernelcraft: a sandboxed process's child could not be confined: {e}\n")
         os._exit(70)
     _run(sys.argv[1], sys.argv[2:])
 
