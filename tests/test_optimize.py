@@ -256,12 +256,30 @@ def test_a_bad_endpoint_fails_before_any_task(tmp_path: Path, extra: list[str], 
         assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
 
-def test_a_bad_key_fails_before_any_task(tmp_path: Path) -> None:
+@pytest.mark.parametrize("key, words", [
+    ("wrong", "rejected the API key in $OPENAI_API_KEY"),
+    ("", "answered 401 Unauthorized: it needs an API key, and $OPENAI_API_KEY is not set"),
+])
+def test_a_bad_or_missing_key_fails_before_any_task_naming_its_variable(tmp_path: Path, key: str, words: str) -> None:
     with FakeOpenAI(models=["fake-coder"], key="right") as srv:
         p = subprocess.run([sys.executable, "-m", "kernelcraft.cli", "optimize", "softmax_rows", "--model", "fake-coder",
                             "--base-url", srv.url, "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True,
-                           env={**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws"), "OPENAI_API_KEY": "wrong"})
-    assert "key" in one_line_error(p).lower()
+                           env={**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws"), "OPENAI_API_KEY": key})
+    assert one_line_error(p) == f"error: {srv.url} {words}"
+
+
+def test_a_base_url_without_v1_fails_with_the_fix_even_in_a_warm_workspace(tmp_path: Path) -> None:
+    args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "1"]
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv, \
+            FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as other:
+        assert kc(*args, "--base-url", srv.url, cwd=tmp_path).returncode == 0  # the workspace's cache holds the reply
+        bare = f"http://127.0.0.1:{srv.port}"
+        line = one_line_error(kc(*args, "--base-url", bare, cwd=tmp_path))
+        assert line == f"error: {bare} answered 404 for /models and /chat/completions: is the base URL missing /v1? (try {bare}/v1)"
+        assert kc(*args, "--base-url", other.url, cwd=tmp_path).returncode == 0
+    assert (len(srv.requests), len(other.requests)) == (1, 1)  # another endpoint is asked, not answered from the cache
+    with _db(tmp_path) as c:
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 2  # the wrong URL started no run
 
 
 @pytest.mark.parametrize("args, words", [
