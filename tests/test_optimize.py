@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -113,7 +114,10 @@ def test_optimize_three_tasks_end_to_end(tmp_path: Path, cache_dir: Path) -> Non
     assert report.is_file() and all(k in html for k in by_task)
 
 
-def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum, code, why", [(signal.SIGTERM, 3, "terminated (SIGTERM)"),
+                                               (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
+def test_a_model_that_never_writes_code_is_stopped_then_resumed_by_the_command_it_prints(
+        tmp_path: Path, signum: int, code: int, why: str) -> None:
     (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     with FakeOpenAI(models=["fake-coder"]) as srv:
         srv.script = [Step(text=PROSE, delay_s=0.4) for _ in range(40)]
@@ -121,7 +125,9 @@ def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -
         proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "optimize", "row_mean_square", "--model", "fake-coder",
                                  "--base-url", srv.url, "--device", "cpu", "--samples", "2", "--turns", "3",
                                  "--config", "fast.toml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                # a background job of a non-interactive shell inherits SIGINT ignored
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         count = 0
         while time.monotonic() < deadline and proc.poll() is None and count < 2:
@@ -129,15 +135,18 @@ def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -
             if (tmp_path / "ws" / "kernelcraft.db").exists():
                 with _db(tmp_path) as c:
                     count = c.execute("SELECT count(*) FROM attempts").fetchone()[0] if _has_attempts(c) else 0
-        assert count >= 2 and proc.poll() is None, "the run finished or stalled before it could be killed"
-        proc.send_signal(signal.SIGTERM)
+        assert count >= 2 and proc.poll() is None, "the run finished or stalled before it could be stopped"
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+        assert proc.returncode == code and "Traceback" not in err, err
         with _db(tmp_path) as c:
             (run_id,) = c.execute("SELECT id FROM runs").fetchone()
             before = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
         assert before < 6
-        p = kc("optimize", "--resume", run_id, "--json", cwd=tmp_path)
+        last = err.strip().splitlines()[-1]
+        command = f"kernelcraft optimize --resume {run_id}"  # $KERNELCRAFT_WORKSPACE is the default workspace: no -w
+        assert last == f"{why}. Everything so far is recorded; continue with: {command}", err
+        p = kc(*shlex.split(command)[1:], "--json", cwd=tmp_path)  # the command as printed
     assert p.returncode == 0, p.stdout + p.stderr
     out = json.loads(p.stdout)
     (task,) = out["tasks"]
@@ -218,6 +227,10 @@ def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None
             (run_id,) = c.execute("SELECT id FROM runs").fetchone()
             first = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
         assert 1 <= first < 4
+        last = p.stderr.strip().splitlines()[-1]
+        assert last.startswith("stopped: the LLM budget is spent") and last.endswith(
+            f". Everything so far is recorded; continue with: kernelcraft optimize --resume {run_id} --budget-tokens N "
+            "(N: --budget-tokens above 100; the run spent that budget)"), last
         p = kc("optimize", "--resume", run_id, "--budget-tokens", "100000", "--json", cwd=tmp_path)
         assert p.returncode == 0, p.stdout + p.stderr
         assert json.loads(p.stdout)["tasks"][0]["attempts"] == 4
@@ -353,6 +366,7 @@ def test_batch_files_stop_the_run_until_the_replies_are_in(tmp_path: Path) -> No
     assert "2 model requests wait for batch replies (2 in round-0001.requests.jsonl (written now))" in p.stderr, p.stderr
     with _db(tmp_path) as c:
         (run_id,) = c.execute("SELECT id FROM runs").fetchone()
+    assert p.stderr.strip().splitlines()[-1].endswith(f"continue with: kernelcraft optimize --resume {run_id}"), p.stderr
     # One of the two replies is in: that sample goes on to its next turn, the other still waits.
     _answer(batch / "round-0001.requests.jsonl", skip=1)
     p = kc("optimize", "--resume", run_id, cwd=tmp_path)

@@ -33,6 +33,19 @@ class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line."""
 
 
+class Terminated(KeyboardInterrupt):
+    """A kill (SIGTERM): it ends a command as Ctrl-C does, and a run it stops says how to continue with exit code 3."""
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C or a kill stopped a run that can be continued: `message` says how (its resume command), `code` is the
+    exit code (130 for Ctrl-C, 3 for a kill, as for every other stop of a resumable run)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 # The config files' defaults (user_config.py), read as the CLI loads: a file that cannot be read is reported by
 # main() as one line, before any command runs.
 try:

@@ -24,7 +24,7 @@ from ..search import (STRATEGIES, BranchOptions, EvolveOptions, OptimizeConfig, 
                       TemplateOptions, tasks_of, unsuited)
 from ..store import Store, fill_baselines
 from .app import app
-from .common import (DEFAULT_WORKSPACE, BaselinesOpt, BaseUrlOpt, LanguageOpt, PriceOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
+from .common import (DEFAULT_WORKSPACE, BaselinesOpt, BaseUrlOpt, LanguageOpt, PriceOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RunInterrupted, SampleOpt, ShapesOpt, Terminated, UsageError, WorkspaceOpt, err,
                      option_default, out, progress)
 from .run_config import MODEL_SPEC, llm_flags, new_config, resumed_config
 
@@ -229,39 +229,52 @@ def optimize_cmd(
         found = client.survey() if resume is not None else None
         if found is not None:  # what a resumed run finds first: replies matched, requests still pending and where
             err.print(f"resuming: {found}", highlight=False, soft_wrap=True)
-        with open_executor(config.device, cache_dir=store.cache_dir, config=config.judge, gpus=gpus, ray=ray,
-                           workers=config.workers) as pool:
-            dev = pool.description
-            optimizer = Optimizer(config, store, client, pool, dev)
-            run_id = resume or optimizer.start(tasks)
-            kernels = "kernel metrics by ncu" if optimizer.profiler else f"no kernel metrics ({optimizer.no_profile})"
-            err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on {dev.name}, "
-                      f"{kernels}", highlight=False)
-            done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
-            bar = Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                           TimeElapsedColumn())
-            per_task = Progress(SpinnerColumn(), TextColumn("{task.description}"))
-            with Live(Group(bar, per_task), console=err, transient=True):
-                optimizer.emit = ProgressView(bar, per_task, len(tasks), done, client.spend)
-                result = optimizer.run(run_id, tasks)
-            if baselines:  # once the search is done: nothing else runs while they are timed
-                fill_baselines(store, pool, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
-                                             if t.best is not None and t.best.verdict_id is not None],
-                               track=lambda items: progress(items, "timing baselines"))
+        run_id = resume
+        try:
+            with open_executor(config.device, cache_dir=store.cache_dir, config=config.judge, gpus=gpus, ray=ray,
+                               workers=config.workers) as pool:
+                dev = pool.description
+                optimizer = Optimizer(config, store, client, pool, dev)
+                run_id = resume or optimizer.start(tasks)
+                kernels = "kernel metrics by ncu" if optimizer.profiler else f"no kernel metrics ({optimizer.no_profile})"
+                err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on "
+                          f"{dev.name}, {kernels}", highlight=False)
+                done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
+                bar = Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                               TimeElapsedColumn())
+                per_task = Progress(SpinnerColumn(), TextColumn("{task.description}"))
+                with Live(Group(bar, per_task), console=err, transient=True):
+                    optimizer.emit = ProgressView(bar, per_task, len(tasks), done, client.spend)
+                    result = optimizer.run(run_id, tasks)
+                if baselines:  # once the search is done: nothing else runs while they are timed
+                    fill_baselines(store, pool, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
+                                                 if t.best is not None and t.best.verdict_id is not None],
+                                   track=lambda items: progress(items, "timing baselines"))
+        except KeyboardInterrupt as e:  # Ctrl-C, or a kill (Terminated): once the run exists, it can be continued
+            if run_id is None:
+                raise
+            killed = isinstance(e, Terminated)
+            raise RunInterrupted(continue_line("terminated (SIGTERM)" if killed else "interrupted (Ctrl-C)",
+                                               resume_command(run_id, workspace, (), config)), 3 if killed else 130) from None
         run = load_run(store, run_id)
         report = write_report(store, run_id, run=run)
+    command = resume_command(run_id, workspace, result.spent, config) if result.stopped else None
     if as_json:
-        print(json.dumps({"run_id": run_id, "stopped": result.stopped, "report": str(report), "tasks": [
+        print(json.dumps({"run_id": run_id, "stopped": result.stopped, "resume": command, "report": str(report), "tasks": [
             {"task": t.task.key, "speedup": t.best.speedup if t.best else None, "attempts": t.attempts,
              "finished": t.finished, "file": str(t.best_file) if t.best_file else None, "error": t.error}
             for t in result.tasks], "summary": [s.to_dict() for s in _run_summaries(run)],
             "spend": result.spend.__dict__}, indent=1))
     else:
         print_optimize(result, report, run)
-    if result.stopped:
-        print(f"stopped: {result.stopped}. Everything so far is recorded; continue with: "
-              f"{resume_command(run_id, workspace, result.spent, config)}", file=sys.stderr)
+    if command is not None:
+        print(continue_line(f"stopped: {result.stopped}", command), file=sys.stderr)
         raise typer.Exit(3)
+
+
+def continue_line(why: str, command: str) -> str:
+    """What every stop of a run prints last: why it stopped, and the command that continues it."""
+    return f"{why}. Everything so far is recorded; continue with: {command}"
 
 
 def resume_command(run_id: str, workspace: Path, spent: tuple[str, ...], config: OptimizeConfig) -> str:
