@@ -196,6 +196,29 @@ def test_a_dropped_endpoint_leaves_its_turns_pending_and_resume_asks_them(tmp_pa
     assert rows == [(0, t, "hack_detected") for t in range(3)]  # as many judged turns as a run the endpoint never left
 
 
+def test_a_model_that_repeats_one_kernel_spends_the_judge_budget_and_its_sample_ends(tmp_path: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
+    args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "5",
+            "--config", "fast.toml", "--json"]
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: _fenced(LIBRARY_ROWMS)) as srv:
+        p = kc(*args, "--base-url", srv.url, "--budget-judge-calls", "2", cwd=tmp_path)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert "stopped: the judge budget is spent: 2 of 2 judge calls" in p.stderr, p.stderr
+        run_id = json.loads(p.stdout)["run_id"]
+        with _db(tmp_path) as c:  # the second turn reused the first's verdict, and still counted
+            assert c.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2
+            assert c.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 1
+        p = kc("optimize", "--resume", run_id, "--budget-judge-calls", "10", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    note = "sample 1 stopped after turn 3: the model gave the same answer 3 turns in a row"
+    assert f"note: examples/row_mean_square: {note}" in p.stderr, p.stderr
+    out = json.loads(p.stdout)
+    (task,) = out["tasks"]
+    assert task["attempts"] == 3 and task["finished"]
+    assert len(srv.requests) == 3  # turns 4 and 5 were never asked (turn 3's reply, asked before the stop, was cached)
+    assert note in Path(out["report"]).read_text()
+
+
 def test_the_summary_says_why_a_task_has_no_result_and_no_cache_asks_again(tmp_path: Path) -> None:
     args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "1"]
     with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv:

@@ -20,7 +20,7 @@ from ..judge import (SCENARIOS, DeviceUnavailable, Job, Judge, RayUnavailable, T
 from ..judge.isolation import CacheClosed
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError
-from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
+from ..report import TaskOutcome, baseline_label, counted, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
 from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
@@ -58,7 +58,7 @@ def tasks_list(path: str = TargetArg,
     if as_json:
         print(json.dumps([t.to_dict() for t in tasks], indent=1))
         return
-    table = Table(title=f"{len(tasks)} tasks", title_justify="left")
+    table = Table(title=counted(len(tasks), "task"), title_justify="left")
     for col in ("key", "level", "id", "name", "dtype", "tags"):
         table.add_column(col, overflow="fold")
     for t in tasks:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
+import annotated_types
 import typer
 from pydantic import BaseModel
 from rich.console import Console
@@ -89,6 +90,11 @@ BaselinesOpt = typer.Option(True, "--baselines/--no-baselines", envvar="KERNELCR
 def option_default(model: type[BaseModel], field: str) -> Any:
     """A flag's default is its configuration model's: one source of truth."""
     return model.model_fields[field].default
+
+
+def option_bound(model: type[BaseModel], field: str) -> Any:
+    """A flag's upper bound (its field's `le=`), or None: one source of truth, as for its default."""
+    return next((m.le for m in model.model_fields[field].metadata if isinstance(m, annotated_types.Le)), None)
 
 
 def user_run_settings() -> dict[str, Any]:
