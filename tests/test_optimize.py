@@ -187,6 +187,7 @@ def test_a_dropped_endpoint_leaves_its_turns_pending_and_resume_asks_them(tmp_pa
     (line,) = json.loads(listed.stdout)
     assert (line["id"], line["kind"], line["finished"], line["tasks"], line["tasks_done"], line["model"]) == \
         (run_id, "optimize", False, 1, 0, "fake-coder")
+    assert "1 run in elsewhere" in kc("runs", "list", "-w", "elsewhere", cwd=tmp_path).stdout  # not "1 runs"
 
     with FakeOpenAI(models=["fake-coder"], responder=lambda m: _fenced(LIBRARY_ROWMS), port=srv.port) as again:
         p = kc("optimize", "--resume", run_id, "-w", "elsewhere", "--json", cwd=tmp_path)
@@ -219,6 +220,17 @@ def test_a_model_that_repeats_one_kernel_spends_the_judge_budget_and_its_sample_
     assert note in Path(out["report"]).read_text()
 
 
+def test_answers_equal_up_to_comments_and_layout_are_repeats() -> None:
+    from kernelcraft.search.repeats import answer_key, repeating
+
+    kernel, restyled = "def f(x):\n    return x + 1  # fused\n", "def f(x):\n\n    # one pass\n    return x+1\n"
+    assert repeating([answer_key(kernel, "a"), answer_key(restyled, "b"), answer_key(kernel, "c")])
+    assert not repeating([answer_key(kernel, None), answer_key(kernel, None)])  # two are not three
+    assert repeating([answer_key(None, PROSE), answer_key(None, PROSE + "\n"), answer_key(None, " " + PROSE)])
+    assert not repeating([answer_key(None, PROSE), answer_key(kernel, PROSE), answer_key(None, PROSE)])
+    assert not repeating([answer_key(None, None)] * 3)  # calls that got no reply are no answers
+
+
 def test_the_summary_says_why_a_task_has_no_result_and_no_cache_asks_again(tmp_path: Path) -> None:
     args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "1"]
     with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv:
@@ -238,7 +250,8 @@ def _has_attempts(c: sqlite3.Connection) -> bool:
 
 
 def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None:
-    with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv:
+    # prose that differs each turn: the same answer three times in a row would end the sample (search/repeats.py)
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: f"{PROSE} (turn {_turn(m) + 1})") as srv:
         args = ["optimize", "row_mean_square", "--model", "fake-coder", "--base-url", srv.url, "--device", "cpu",
                 "--samples", "1", "--turns", "4", "--concurrency", "1"]
         p = kc(*args, "--budget-tokens", "100", cwd=tmp_path)
