@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kernelcraft.report import geomean  # noqa: E402
+from kernelcraft.search.registry import OWN_SETTINGS  # noqa: E402
 from kernelcraft.tasks import resolve_task  # noqa: E402
 
 CPU_TASKS = ["leaky_relu_clamp", "rms_norm", "scale_bias_gelu", "swish_residual"]  # C++ kernels in examples/candidates/cpu
@@ -63,8 +64,10 @@ def run_strategy(strategy: str, args: argparse.Namespace, base_url: str, model: 
     (ws / "cache").symlink_to(cache)  # builds are shared; verdicts are not
     cmd = [sys.executable, "-m", "kernelcraft.cli", "optimize", args.target, "--model", model, "--base-url", base_url,
            "--device", args.device, "--strategy", strategy, "--budget-judge-calls", str(args.budget_judge_calls),
-           "--workspace", str(ws), "--json", "--turns", str(args.turns), "--samples", str(args.samples),
-           "--generations", str(args.turns * args.samples)]
+           "--workspace", str(ws), "--json"]
+    shape = {"turns": ["--turns", str(args.turns)], "samples": ["--samples", str(args.samples)],
+             "evolve": ["--generations", str(args.turns * args.samples)]}
+    cmd += [word for setting in OWN_SETTINGS[strategy] for word in shape.get(setting, [])]  # another's option is refused
     if args.config:
         cmd += ["--config", str(args.config)]
     if args.budget_tokens:

@@ -26,12 +26,15 @@ class Step:
 
 class FakeOpenAI(LoopbackServer):
     """`with FakeOpenAI(models=["m"]) as srv:` then `base_url=srv.url`. Replies come from `script`
-    in order, then from `responder(messages)` if given."""
+    in order, then from `responder(messages)` if given. Like a real server it answers under `/v1` only
+    (`/v1/models`, `/v1/chat/completions`), 404 elsewhere; `model_list=False`: no `/v1/models` either."""
 
     def __init__(self, models: list[str] | None = None, key: str | None = None,
-                 responder: Callable[[list[dict[str, Any]]], str] | None = None, port: int = 0) -> None:
+                 responder: Callable[[list[dict[str, Any]]], str] | None = None, port: int = 0,
+                 model_list: bool = True) -> None:
         self.models = models or ["fake-coder"]
         self.key = key
+        self.model_list = model_list
         self.responder = responder
         self.script: list[Step] = []
         self.requests: list[dict[str, Any]] = []
@@ -49,7 +52,7 @@ class FakeOpenAI(LoopbackServer):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if not self._authorised():
                     return
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/") == "/v1/models" and fake.model_list:
                     self._send(200, json.dumps({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "fake"} for m in fake.models]}))
                 else:
                     self._send(404, json.dumps({"error": {"message": "not found"}}))
@@ -57,6 +60,9 @@ class FakeOpenAI(LoopbackServer):
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 if not self._authorised():
+                    return
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send(404, json.dumps({"detail": "Not Found"}))
                     return
                 with fake._lock:
                     fake.requests.append(body)

@@ -17,6 +17,7 @@ from kernelcraft.cli import app, main
 from kernelcraft.judge import JudgeConfig
 from kernelcraft.search import OptimizeConfig
 
+from .conftest import ROOT
 from .test_cli import kc, one_line_error
 
 
@@ -50,7 +51,7 @@ def _toml(data: dict[str, Any], prefix: str = "") -> str:
 
 
 FLAGS = ["softmax_rows", "--model", "anthropic:claude-x", "--device", "cpu", "--workers", "2", "--strategy", "branch",
-         "--turns", "4", "--width", "2", "--impls", "1", "--samples", "1", "--price", "claude-*=3,15", "--max-tokens", "4000",
+         "--turns", "4", "--width", "2", "--impls", "1", "--price", "claude-*=3,15", "--max-tokens", "4000",
          "--max-tokens", "gpt-4.1=100", "--budget-usd", "2.5", "--skills", "on", "--no-learn", "--set", "batch_size=4",
          "--set", "judge.seeds=2", "--set", "judge.timing.warmup_ms=5.0", "--set", "llm.temperature=0.5",
          "--set", "search.history_tokens=8000", "--set", "search.strategy=branch"]
@@ -93,6 +94,15 @@ def test_flags_override_the_run_file_and_set_overrides_both(monkeypatch: pytest.
     (["--model", "foo:bar"], "--model 'foo:bar': unknown model prefix 'foo:'"),
     (["--set", "search..turns=4"], "expected KEY=VALUE, KEY a dotted path"),
     (["--set", "search.turns"], "expected KEY=VALUE"),
+    (["--turns", str(10**23)], "--turns (search.turns) must be <= 50"),  # every count has an upper bound
+    (["--samples", "65"], "--samples (search.samples) must be <= 64"),
+    (["--strategy", "branch", "--width", "17"], "--width (search.branch.width) must be <= 16"),
+    (["--strategy", "evolve", "--set", "search.evolve.generations=5000"], "--generations (search.evolve.generations) must be <= 1000"),
+    (["--strategy", "template", "--configs", "5000"], "--configs (search.template.configs) must be <= 1024"),
+    (["--width", "4"], "--width is an option of --strategy branch, not of refine: drop it, or give the strategy it is for"),
+    (["--strategy", "evolve", "--turns", "3"], "--turns is an option of --strategy branch, contrastive or refine, not of evolve"),
+    (["--set", "search.branch.width=4"], "--set search.branch.width is an option of --strategy branch, not of refine"),
+    (["--strategy", "branch", "--samples", "2"], "--samples is an option of --strategy contrastive or refine, not of branch"),
 ])
 def test_run_file_and_set_mistakes_are_one_line_errors(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                                        tmp_path: Path, args: list[str], words: str) -> None:
@@ -159,3 +169,25 @@ def test_every_option_of_every_command_has_help() -> None:
 
     walk(typer.main.get_command(app), ["kernelcraft"])
     assert missing == []
+
+
+def test_every_count_of_a_run_has_the_upper_bound_its_help_and_the_readme_give() -> None:
+    from pydantic import BaseModel
+
+    from kernelcraft.cli.common import option_bound
+
+    readme = (ROOT / "README.md").read_text()
+    help_text = CliRunner().invoke(app, ["optimize", "--help"], env={"COLUMNS": "400"}).output
+    bounded = []
+    for path, flag in optimize_cli._OPTIONS.items():
+        *tables, name = path.split(".")
+        model: type[BaseModel] = OptimizeConfig
+        for table in tables:
+            model = model.model_fields[table].annotation  # type: ignore[assignment]
+        bound = option_bound(model, name)
+        if bound is None or model.model_fields[name].annotation not in (int, int | None):
+            continue
+        bounded.append(flag)
+        assert f"| `{flag}` | {bound} |" in readme, flag
+        assert re.search(rf"{flag}\s.*at most {bound}\)", help_text), flag
+    assert {"--turns", "--samples", "--width", "--impls", "--generations", "--configs"} <= set(bounded)

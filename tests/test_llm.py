@@ -102,12 +102,46 @@ def test_an_unusable_endpoint_is_reported_before_any_work() -> None:
     with pytest.raises(EndpointError, match="cannot reach"):
         make_client(LLMConfig(model="m", base_url=dead)).check()
     with FakeOpenAI(key="right") as srv:
-        with pytest.raises(EndpointError, match="rejected the API key"):
+        with pytest.raises(EndpointError, match=r"401 Unauthorized: it needs an API key, and \$KC_TEST_NO_SUCH_KEY is not set"):
             make_client(LLMConfig(model="fake-coder", base_url=srv.url, api_key_env="KC_TEST_NO_SUCH_KEY")).check()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("KC_TEST_KEY", "wrong")
+            with pytest.raises(EndpointError, match=r"rejected the API key in \$KC_TEST_KEY"):
+                make_client(LLMConfig(model="fake-coder", base_url=srv.url, api_key_env="KC_TEST_KEY")).check()
     with FakeOpenAI(models=["qwen"]) as srv:
         with pytest.raises(EndpointError, match="does not serve model 'gpt-x'.*qwen"):
             make_client(LLMConfig(model="gpt-x", base_url=srv.url)).check()
         make_client(LLMConfig(model="qwen", base_url=srv.url)).check()
+
+
+def test_a_base_url_without_v1_is_caught_and_the_fix_named() -> None:
+    with FakeOpenAI(models=["fake-coder"]) as srv:
+        bare = f"http://127.0.0.1:{srv.port}"
+        with pytest.raises(EndpointError) as e:
+            make_client(LLMConfig(model="fake-coder", base_url=bare + "/")).check()
+        assert str(e.value) == f"{bare} answered 404 for /models and /chat/completions: is the base URL missing /v1? (try {bare}/v1)"
+        with pytest.raises(EndpointError, match=r"answered 404 for /models and /chat/completions \(Not Found\): is the base URL right"):
+            make_client(LLMConfig(model="fake-coder", base_url=bare + "/api/v1")).check()
+        assert srv.requests == []  # the probe never reached a chat
+    with FakeOpenAI(models=["fake-coder"], model_list=False) as srv:  # no model list, but a chat: the URL is right
+        make_client(LLMConfig(model="fake-coder", base_url=srv.url)).check()
+        (probe,) = srv.requests
+        assert probe["max_tokens"] == 1
+
+
+def test_the_cache_is_keyed_by_endpoint(tmp_path: Path) -> None:
+    def ask(url: str) -> str:
+        client = make_client(LLMConfig(model="fake-coder", base_url=url), cache_dir=tmp_path)
+        return client.chat(client.request(HELLO)).text
+
+    with FakeOpenAI() as a, FakeOpenAI() as b:
+        a.script, b.script = [Step(text="from a")], [Step(text="from b")]
+        assert ask(a.url) == "from a"
+        assert ask(b.url) == "from b"  # another server is asked, not answered with a's reply
+        assert ask(a.url + "/") == "from a"  # the same address spelled with a trailing slash: cached
+    assert (len(a.requests), len(b.requests)) == (1, 1)
+    assert LLMConfig(model="m", base_url="HTTP://LocalHost:80/v1/").endpoint() == "openai:http://localhost/v1"
+    assert LLMConfig(model="m").endpoint() == "openai:https://api.openai.com/v1"
 
 
 def test_replay_answers_by_request_key_then_in_order(tmp_path: Path) -> None:

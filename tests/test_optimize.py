@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -113,7 +114,10 @@ def test_optimize_three_tasks_end_to_end(tmp_path: Path, cache_dir: Path) -> Non
     assert report.is_file() and all(k in html for k in by_task)
 
 
-def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum, code, why", [(signal.SIGTERM, 3, "terminated (SIGTERM)"),
+                                               (signal.SIGINT, 130, "interrupted (Ctrl-C)")])
+def test_a_model_that_never_writes_code_is_stopped_then_resumed_by_the_command_it_prints(
+        tmp_path: Path, signum: int, code: int, why: str) -> None:
     (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
     with FakeOpenAI(models=["fake-coder"]) as srv:
         srv.script = [Step(text=PROSE, delay_s=0.4) for _ in range(40)]
@@ -121,7 +125,9 @@ def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -
         proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "optimize", "row_mean_square", "--model", "fake-coder",
                                  "--base-url", srv.url, "--device", "cpu", "--samples", "2", "--turns", "3",
                                  "--config", "fast.toml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                # a background job of a non-interactive shell inherits SIGINT ignored
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         count = 0
         while time.monotonic() < deadline and proc.poll() is None and count < 2:
@@ -129,15 +135,18 @@ def test_a_model_that_never_writes_code_is_killed_then_resumed(tmp_path: Path) -
             if (tmp_path / "ws" / "kernelcraft.db").exists():
                 with _db(tmp_path) as c:
                     count = c.execute("SELECT count(*) FROM attempts").fetchone()[0] if _has_attempts(c) else 0
-        assert count >= 2 and proc.poll() is None, "the run finished or stalled before it could be killed"
-        proc.send_signal(signal.SIGTERM)
+        assert count >= 2 and proc.poll() is None, "the run finished or stalled before it could be stopped"
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+        assert proc.returncode == code and "Traceback" not in err, err
         with _db(tmp_path) as c:
             (run_id,) = c.execute("SELECT id FROM runs").fetchone()
             before = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
         assert before < 6
-        p = kc("optimize", "--resume", run_id, "--json", cwd=tmp_path)
+        last = err.strip().splitlines()[-1]
+        command = f"kernelcraft optimize --resume {run_id}"  # $KERNELCRAFT_WORKSPACE is the default workspace: no -w
+        assert last == f"{why}. Everything so far is recorded; continue with: {command}", err
+        p = kc(*shlex.split(command)[1:], "--json", cwd=tmp_path)  # the command as printed
     assert p.returncode == 0, p.stdout + p.stderr
     out = json.loads(p.stdout)
     (task,) = out["tasks"]
@@ -178,6 +187,7 @@ def test_a_dropped_endpoint_leaves_its_turns_pending_and_resume_asks_them(tmp_pa
     (line,) = json.loads(listed.stdout)
     assert (line["id"], line["kind"], line["finished"], line["tasks"], line["tasks_done"], line["model"]) == \
         (run_id, "optimize", False, 1, 0, "fake-coder")
+    assert "1 run in elsewhere" in kc("runs", "list", "-w", "elsewhere", cwd=tmp_path).stdout  # not "1 runs"
 
     with FakeOpenAI(models=["fake-coder"], responder=lambda m: _fenced(LIBRARY_ROWMS), port=srv.port) as again:
         p = kc("optimize", "--resume", run_id, "-w", "elsewhere", "--json", cwd=tmp_path)
@@ -185,6 +195,40 @@ def test_a_dropped_endpoint_leaves_its_turns_pending_and_resume_asks_them(tmp_pa
     assert [_turn(r["messages"]) for r in again.requests] == [1, 2]  # turn 1 asked again, then turn 2
     rows = db.execute("SELECT sample, turn, status FROM attempts ORDER BY turn").fetchall()
     assert rows == [(0, t, "hack_detected") for t in range(3)]  # as many judged turns as a run the endpoint never left
+
+
+def test_a_model_that_repeats_one_kernel_spends_the_judge_budget_and_its_sample_ends(tmp_path: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_RUN_TOML)
+    args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "5",
+            "--config", "fast.toml", "--json"]
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: _fenced(LIBRARY_ROWMS)) as srv:
+        p = kc(*args, "--base-url", srv.url, "--budget-judge-calls", "2", cwd=tmp_path)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert "stopped: the judge budget is spent: 2 of 2 judge calls" in p.stderr, p.stderr
+        run_id = json.loads(p.stdout)["run_id"]
+        with _db(tmp_path) as c:  # the second turn reused the first's verdict, and still counted
+            assert c.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2
+            assert c.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 1
+        p = kc("optimize", "--resume", run_id, "--budget-judge-calls", "10", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    note = "sample 1 stopped after turn 3: the model gave the same answer 3 turns in a row"
+    assert f"note: examples/row_mean_square: {note}" in p.stderr, p.stderr
+    out = json.loads(p.stdout)
+    (task,) = out["tasks"]
+    assert task["attempts"] == 3 and task["finished"]
+    assert len(srv.requests) == 3  # turns 4 and 5 were never asked (turn 3's reply, asked before the stop, was cached)
+    assert note in Path(out["report"]).read_text()
+
+
+def test_answers_equal_up_to_comments_and_layout_are_repeats() -> None:
+    from kernelcraft.search.repeats import answer_key, repeating
+
+    kernel, restyled = "def f(x):\n    return x + 1  # fused\n", "def f(x):\n\n    # one pass\n    return x+1\n"
+    assert repeating([answer_key(kernel, "a"), answer_key(restyled, "b"), answer_key(kernel, "c")])
+    assert not repeating([answer_key(kernel, None), answer_key(kernel, None)])  # two are not three
+    assert repeating([answer_key(None, PROSE), answer_key(None, PROSE + "\n"), answer_key(None, " " + PROSE)])
+    assert not repeating([answer_key(None, PROSE), answer_key(kernel, PROSE), answer_key(None, PROSE)])
+    assert not repeating([answer_key(None, None)] * 3)  # calls that got no reply are no answers
 
 
 def test_the_summary_says_why_a_task_has_no_result_and_no_cache_asks_again(tmp_path: Path) -> None:
@@ -206,7 +250,8 @@ def _has_attempts(c: sqlite3.Connection) -> bool:
 
 
 def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None:
-    with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv:
+    # prose that differs each turn: the same answer three times in a row would end the sample (search/repeats.py)
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: f"{PROSE} (turn {_turn(m) + 1})") as srv:
         args = ["optimize", "row_mean_square", "--model", "fake-coder", "--base-url", srv.url, "--device", "cpu",
                 "--samples", "1", "--turns", "4", "--concurrency", "1"]
         p = kc(*args, "--budget-tokens", "100", cwd=tmp_path)
@@ -218,6 +263,10 @@ def test_a_spent_budget_stops_the_run_and_resume_goes_on(tmp_path: Path) -> None
             (run_id,) = c.execute("SELECT id FROM runs").fetchone()
             first = c.execute("SELECT count(*) FROM attempts").fetchone()[0]
         assert 1 <= first < 4
+        last = p.stderr.strip().splitlines()[-1]
+        assert last.startswith("stopped: the LLM budget is spent") and last.endswith(
+            f". Everything so far is recorded; continue with: kernelcraft optimize --resume {run_id} --budget-tokens N "
+            "(N: --budget-tokens above 100; the run spent that budget)"), last
         p = kc("optimize", "--resume", run_id, "--budget-tokens", "100000", "--json", cwd=tmp_path)
         assert p.returncode == 0, p.stdout + p.stderr
         assert json.loads(p.stdout)["tasks"][0]["attempts"] == 4
@@ -256,12 +305,30 @@ def test_a_bad_endpoint_fails_before_any_task(tmp_path: Path, extra: list[str], 
         assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
 
-def test_a_bad_key_fails_before_any_task(tmp_path: Path) -> None:
+@pytest.mark.parametrize("key, words", [
+    ("wrong", "rejected the API key in $OPENAI_API_KEY"),
+    ("", "answered 401 Unauthorized: it needs an API key, and $OPENAI_API_KEY is not set"),
+])
+def test_a_bad_or_missing_key_fails_before_any_task_naming_its_variable(tmp_path: Path, key: str, words: str) -> None:
     with FakeOpenAI(models=["fake-coder"], key="right") as srv:
         p = subprocess.run([sys.executable, "-m", "kernelcraft.cli", "optimize", "softmax_rows", "--model", "fake-coder",
                             "--base-url", srv.url, "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True,
-                           env={**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws"), "OPENAI_API_KEY": "wrong"})
-    assert "key" in one_line_error(p).lower()
+                           env={**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws"), "OPENAI_API_KEY": key})
+    assert one_line_error(p) == f"error: {srv.url} {words}"
+
+
+def test_a_base_url_without_v1_fails_with_the_fix_even_in_a_warm_workspace(tmp_path: Path) -> None:
+    args = ["optimize", "row_mean_square", "--model", "fake-coder", "--device", "cpu", "--samples", "1", "--turns", "1"]
+    with FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as srv, \
+            FakeOpenAI(models=["fake-coder"], responder=lambda m: PROSE) as other:
+        assert kc(*args, "--base-url", srv.url, cwd=tmp_path).returncode == 0  # the workspace's cache holds the reply
+        bare = f"http://127.0.0.1:{srv.port}"
+        line = one_line_error(kc(*args, "--base-url", bare, cwd=tmp_path))
+        assert line == f"error: {bare} answered 404 for /models and /chat/completions: is the base URL missing /v1? (try {bare}/v1)"
+        assert kc(*args, "--base-url", other.url, cwd=tmp_path).returncode == 0
+    assert (len(srv.requests), len(other.requests)) == (1, 1)  # another endpoint is asked, not answered from the cache
+    with _db(tmp_path) as c:
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 2  # the wrong URL started no run
 
 
 @pytest.mark.parametrize("args, words", [
@@ -335,6 +402,7 @@ def test_batch_files_stop_the_run_until_the_replies_are_in(tmp_path: Path) -> No
     assert "2 model requests wait for batch replies (2 in round-0001.requests.jsonl (written now))" in p.stderr, p.stderr
     with _db(tmp_path) as c:
         (run_id,) = c.execute("SELECT id FROM runs").fetchone()
+    assert p.stderr.strip().splitlines()[-1].endswith(f"continue with: kernelcraft optimize --resume {run_id}"), p.stderr
     # One of the two replies is in: that sample goes on to its next turn, the other still waits.
     _answer(batch / "round-0001.requests.jsonl", skip=1)
     p = kc("optimize", "--resume", run_id, cwd=tmp_path)

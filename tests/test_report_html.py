@@ -174,7 +174,7 @@ def test_the_page_gives_every_attempt_its_source_and_reply_duplicates_the_enviro
     first, second = run.tasks[0].attempts
     assert first.source == "class ModelNew:  # examples/row_mean_square turn 0\n" and first.reply.startswith("```python")
     assert first.duplicate_of is None and second.duplicate_of == (0, 0)
-    assert "the same kernel as sample 0, turn 0" in html and html.count("the model's reply") == 2
+    assert "the same kernel as sample 1, turn 1" in html and html.count("the model's reply") == 2  # counted from 1
     assert run.environment == {"device": "cpu0", "torch": "2.13", "compiler c++": "g++ 12"}
     assert f"kernelcraft optimize --resume {run_id} -w {tmp_path.resolve()}" in html
     assert run.settings_changed == ('target = "examples"\ndevice = "cpu"\nllm.model = "fake-coder"\nsearch.turns = 4\n'
@@ -253,3 +253,43 @@ def test_a_run_with_no_tasks_yet_renders_and_an_unknown_run_is_a_key_error(tmp_p
     assert report.tasks == [] and report.turns == [] and report.wall_s is None and report.model == "unknown"
     html = render_report(report)
     assert html.count("<svg") == 3 and "<!-- no tasks in this run -->" in html and "<!-- no attempts recorded -->" in html
+
+
+def test_the_page_of_a_long_run_stays_small_listing_the_ends_of_each_trajectory_and_linking_long_replies(
+        tmp_path: Path) -> None:
+    """2,000 attempts (4 tasks x 10 samples x 50 turns) with 30 KB replies and sources: 60 MB of replies the page must
+    not inline."""
+    tasks = {key: resolve_task(key) for key in (SOFTMAX, RMS, LEAKY, GELU)}
+    config = OptimizeConfig(target="examples", device="cpu", llm=LLMConfig(model="fake-coder"),
+                            search=SearchConfig(turns=50, samples=10))
+    padding = "    # " + "x" * 74 + "\n"
+    with Store(tmp_path / "ws") as store:
+        run_id = store.start_run("optimize", config.model_dump(mode="json"))
+        store.add_run_tasks(run_id, list(tasks.values()))
+        for key, task in tasks.items():
+            for sample in range(10):
+                for turn in range(50):
+                    source = f"class ModelNew:  # {key} {sample} {turn}\n" + padding * 380  # 30 KB
+                    request = ChatRequest(model="fake-coder", messages=(Message("user", f"{key} {sample} {turn}"),), task=key)
+                    reply = ChatReply(text=f"```python\n{source}```\n", usage=Usage(10, 7500), model="fake-coder",
+                                      finish_reason="stop", latency_s=1.0, cost_usd=None)
+                    call_id = store.record_llm_call(CallRecord(request=request, reply=reply, started_at=STARTED), run_id)
+                    speedup = 1.0 + (sample == 5) + turn / 1000 if turn % 7 == 3 else None  # the best mid-trajectory
+                    status = "correct" if speedup else "incorrect"
+                    vid = store.record_verdict(task, source, _verdict(key, source, status, speedup), run_id=run_id)
+                    store.record_attempt(run_id, key, sample, turn, status=status, llm_call_id=call_id, verdict_id=vid,
+                                         speedup=speedup, feedback=f"turn {turn}: {status}\n" + "the judge says more\n" * 100)
+        path = write_report(store, run_id)
+        run = load_run(store, run_id)
+    html = path.read_text()
+    assert len(html.encode()) < 5_000_000, len(html.encode())
+    for t in run.tasks:
+        section = html.split(f'id="{t.anchor}"')[1].split("</article>")[0]
+        listed_rows = section.count('<td class="num">') // 3  # a listed attempt's sample, turn and speedup cells
+        assert listed_rows == 61 and section.count('class="gap"') == 2, listed_rows  # the ends, and the best between
+        assert "439 more attempts not listed" not in section and "more attempts not listed (" in section
+        assert (t.best.sample, t.best.turn) == (5, 45) and "Best kernel: sample 6, turn 46" in section
+        assert 'class="best"' in section
+    links = re.findall(r'<a href="([^"#]+)">the model\'s reply</a>', html)
+    assert len(links) == 4 * 61 and all(link.startswith("llm/") and (path.parent / link).is_file() for link in links)
+    assert "longer than the 8,000 characters shown here" in html

@@ -20,14 +20,14 @@ from ..judge import (SCENARIOS, DeviceUnavailable, Job, Judge, RayUnavailable, T
 from ..judge.isolation import CacheClosed
 from ..judge.sandbox import kill_all_workers
 from ..llm import EndpointError
-from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
+from ..report import TaskOutcome, baseline_label, counted, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
 from ..skills import SkillError, SkillFileError
 from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (USER_ERROR, AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
-                     SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
-                     existing_workspace, print_verdict, progress, read_text, stages, target_tasks)
+                     RunInterrupted, SampleOpt, SeedsOpt, SetOpt, ShapesOpt, Terminated, UsageError, WorkspaceOpt, candidate_source, err,
+                     judge_config, out, existing_workspace, print_verdict, progress, read_text, stages, target_tasks)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
@@ -58,7 +58,7 @@ def tasks_list(path: str = TargetArg,
     if as_json:
         print(json.dumps([t.to_dict() for t in tasks], indent=1))
         return
-    table = Table(title=f"{len(tasks)} tasks", title_justify="left")
+    table = Table(title=counted(len(tasks), "task"), title_justify="left")
     for col in ("key", "level", "id", "name", "dtype", "tags"):
         table.add_column(col, overflow="fold")
     for t in tasks:
@@ -273,18 +273,18 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by 
     out.print(f"report: {path}", highlight=False)
 
 
-def _interrupted() -> None:
+def _interrupted(message: str = "interrupted: every verdict finished so far is in the store", code: int = 130) -> None:
     kill_all_workers()
-    print("interrupted: every verdict finished so far is in the store", file=sys.stderr)
+    print(message, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     # Every write is already committed; threads still waiting on a model's reply must not hold
     # the exit (a normal exit would join them).
-    os._exit(130)
+    os._exit(code)
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # a kill ends a run as Ctrl-C does: workers stopped, the run resumable
+    raise Terminated  # a kill ends a run as Ctrl-C does: workers stopped, the run resumable
 
 
 def main() -> None:
@@ -301,6 +301,8 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except RunInterrupted as e:
+        _interrupted(str(e), e.code)
     except (TaskError, TaskRunError, DeviceUnavailable, RayUnavailable, CacheClosed, UsageError, EndpointError, SkillError,
             SkillFileError, StoreError, SettingsError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
+import annotated_types
 import typer
 from pydantic import BaseModel
 from rich.console import Console
@@ -31,6 +32,19 @@ T = TypeVar("T")
 
 class UsageError(Exception):
     """A mistake in what the user asked for; printed as one line."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A kill (SIGTERM): it ends a command as Ctrl-C does, and a run it stops says how to continue with exit code 3."""
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C or a kill stopped a run that can be continued: `message` says how (its resume command), `code` is the
+    exit code (130 for Ctrl-C, 3 for a kill, as for every other stop of a resumable run)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 # The config files' defaults (user_config.py), read as the CLI loads: a file that cannot be read is reported by
@@ -76,6 +90,11 @@ BaselinesOpt = typer.Option(True, "--baselines/--no-baselines", envvar="KERNELCR
 def option_default(model: type[BaseModel], field: str) -> Any:
     """A flag's default is its configuration model's: one source of truth."""
     return model.model_fields[field].default
+
+
+def option_bound(model: type[BaseModel], field: str) -> Any:
+    """A flag's upper bound (its field's `le=`), or None: one source of truth, as for its default."""
+    return next((m.le for m in model.model_fields[field].metadata if isinstance(m, annotated_types.Le)), None)
 
 
 def user_run_settings() -> dict[str, Any]:

@@ -19,13 +19,13 @@ from rich.text import Text
 
 from ..judge import check_device, open_executor
 from ..llm import Spend, make_client
-from ..report import RunReport, Summary, TaskReport, load_run, not_judged_text, status_text, summarize_by_level, summary_table, write_report
+from ..report import RunReport, Summary, TaskReport, counted, load_run, not_judged_text, status_text, summarize_by_level, summary_table, write_report
 from ..search import (STRATEGIES, BranchOptions, EvolveOptions, OptimizeConfig, Optimizer, RunResult, SearchConfig, SearchEvent, TaskResult,
                       TemplateOptions, tasks_of, unsuited)
 from ..store import Store, fill_baselines
 from .app import app
-from .common import (DEFAULT_WORKSPACE, BaselinesOpt, BaseUrlOpt, LanguageOpt, PriceOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, SampleOpt, ShapesOpt, UsageError, WorkspaceOpt, err,
-                     option_default, out, progress)
+from .common import (DEFAULT_WORKSPACE, BaselinesOpt, BaseUrlOpt, LanguageOpt, PriceOpt, existing_workspace, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RunInterrupted, SampleOpt, ShapesOpt, Terminated, UsageError, WorkspaceOpt, err,
+                     option_bound, option_default, out, progress)
 from .run_config import MODEL_SPEC, llm_flags, new_config, resumed_config
 
 # What `optimize --resume` may be given; every other setting is the run's own (a TARGET has its own message).
@@ -46,7 +46,9 @@ _OPTIONS = {path: "--" + name.replace("_", "-") for name, path in {**_PATHS, **_
 
 
 def _default(model: type, field: str) -> str:
-    return f" (default {option_default(model, field)})"
+    """A flag's default and, where it has one, its upper bound, for its help."""
+    bound = option_bound(model, field)
+    return f" (default {option_default(model, field)}" + (f", at most {bound})" if bound is not None else ")")
 
 
 class ProgressView:
@@ -71,6 +73,8 @@ class ProgressView:
             if line is None:
                 line = self.lines[e.task_key] = self.tasks.add_task(e.task_key, total=None)
             self.tasks.update(line, description=self.task_line(e.task_key))
+        elif e.kind == "sample_stopped":
+            err.print(f"note: {e.task_key}: {e.message}", highlight=False, soft_wrap=True)
         elif e.kind == "task_done":
             self.bar.advance(self.id)
             line = self.lines.pop(e.task_key, None)
@@ -81,7 +85,7 @@ class ProgressView:
         s = self.spend
         cost = f"${s.cost_usd:.2f}" + ("+?" if s.unpriced_calls else "")
         best = f"{self.best:.2f}x" if self.best is not None else "-"
-        self.bar.update(self.id, info=f"{self.attempts} attempts, {self.correct} correct, best {best}, "
+        self.bar.update(self.id, info=f"{counted(self.attempts, 'attempt')}, {self.correct} correct, best {best}, "
                                       f"{s.tokens:,} tokens, {cost}")
 
     def task_line(self, key: str) -> str:
@@ -147,8 +151,10 @@ def optimize_cmd(
     sample: Optional[int] = SampleOpt, shapes: Optional[str] = ShapesOpt, from_model: Optional[str] = FromModelOpt,
     strategy: Optional[str] = typer.Option(None, "--strategy", help=f"Search strategy: {', '.join(STRATEGIES)}"
                                                                     f"{_default(SearchConfig, 'strategy')}."),
-    turns: Optional[int] = typer.Option(None, "--turns", help=f"Refinement turns per sample{_default(SearchConfig, 'turns')}."),
-    samples: Optional[int] = typer.Option(None, "--samples", help=f"Independent samples per task{_default(SearchConfig, 'samples')}."),
+    turns: Optional[int] = typer.Option(None, "--turns", help="refine: turns per sample; branch, contrastive: rounds"
+                                                              f"{_default(SearchConfig, 'turns')}."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="refine: independent samples per task; contrastive: prompts "
+                                                                  f"per round{_default(SearchConfig, 'samples')}."),
     language: Optional[str] = LanguageOpt,
     width: Optional[int] = typer.Option(None, "--width", help=f"branch: ideas per round{_default(BranchOptions, 'width')}."),
     impls: Optional[int] = typer.Option(None, "--impls", help=f"branch: implementations per idea{_default(BranchOptions, 'impls')}."),
@@ -172,7 +178,9 @@ def optimize_cmd(
                                                                           "into candidate skills and verify them (the default)."),
     budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", help="Stop the run after this many tokens."),
     budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop the run after this many dollars."),
-    budget_judge_calls: Optional[int] = typer.Option(None, "--budget-judge-calls", help="Stop the run after this many evaluations."),
+    budget_judge_calls: Optional[int] = typer.Option(None, "--budget-judge-calls", help="Stop the run after this many judge "
+                                                                                         "calls (a verdict reused for a repeated "
+                                                                                         "kernel counts as one)."),
     budget_wall_s: Optional[float] = typer.Option(None, "--budget-wall-s", help="Stop after this many seconds (of this invocation)."),
     prices: list[str] = PriceOpt,
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Model calls in flight (default 8)."),
@@ -197,7 +205,8 @@ def optimize_cmd(
 ) -> None:
     """Write faster kernels for every task of TARGET with a language model (or, with --strategy template, by searching
     Triton GEMM templates); every one is proved by the judge. Exit 0 when the run finished, 3 when it stopped early
-    (budget, batch replies pending, evaluations the judge failed on its side): resume it with --resume."""
+    (budget, batch replies pending, evaluations the judge failed on its side, a kill; 130 for Ctrl-C): every stop
+    prints the command that continues it (--resume)."""
     if skills not in (None, "on", "off"):
         raise UsageError(f"--skills {skills!r}: use on or off")
     budgets = {path: ctx.params[name] for name, path in _BUDGETS.items()}
@@ -229,39 +238,52 @@ def optimize_cmd(
         found = client.survey() if resume is not None else None
         if found is not None:  # what a resumed run finds first: replies matched, requests still pending and where
             err.print(f"resuming: {found}", highlight=False, soft_wrap=True)
-        with open_executor(config.device, cache_dir=store.cache_dir, config=config.judge, gpus=gpus, ray=ray,
-                           workers=config.workers) as pool:
-            dev = pool.description
-            optimizer = Optimizer(config, store, client, pool, dev)
-            run_id = resume or optimizer.start(tasks)
-            kernels = "kernel metrics by ncu" if optimizer.profiler else f"no kernel metrics ({optimizer.no_profile})"
-            err.print(f"run {run_id}: {len(tasks)} tasks, {optimizer.config.search.describe()}, {config.llm.model} on {dev.name}, "
-                      f"{kernels}", highlight=False)
-            done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
-            bar = Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                           TimeElapsedColumn())
-            per_task = Progress(SpinnerColumn(), TextColumn("{task.description}"))
-            with Live(Group(bar, per_task), console=err, transient=True):
-                optimizer.emit = ProgressView(bar, per_task, len(tasks), done, client.spend)
-                result = optimizer.run(run_id, tasks)
-            if baselines:  # once the search is done: nothing else runs while they are timed
-                fill_baselines(store, pool, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
-                                             if t.best is not None and t.best.verdict_id is not None],
-                               track=lambda items: progress(items, "timing baselines"))
+        run_id = resume
+        try:
+            with open_executor(config.device, cache_dir=store.cache_dir, config=config.judge, gpus=gpus, ray=ray,
+                               workers=config.workers) as pool:
+                dev = pool.description
+                optimizer = Optimizer(config, store, client, pool, dev)
+                run_id = resume or optimizer.start(tasks)
+                kernels = "kernel metrics by ncu" if optimizer.profiler else f"no kernel metrics ({optimizer.no_profile})"
+                err.print(f"run {run_id}: {counted(len(tasks), 'task')}, {optimizer.config.search.describe()}, {config.llm.model} on "
+                          f"{dev.name}, {kernels}", highlight=False, soft_wrap=True)
+                done = sum(1 for r in store.run_tasks(run_id) if r.finished_at is not None)
+                bar = Progress(TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                               TimeElapsedColumn())
+                per_task = Progress(SpinnerColumn(), TextColumn("{task.description}"))
+                with Live(Group(bar, per_task), console=err, transient=True):
+                    optimizer.emit = ProgressView(bar, per_task, len(tasks), done, client.spend)
+                    result = optimizer.run(run_id, tasks)
+                if baselines:  # once the search is done: nothing else runs while they are timed
+                    fill_baselines(store, pool, [(t.task, store.verdict(t.best.verdict_id)) for t in result.tasks
+                                                 if t.best is not None and t.best.verdict_id is not None],
+                                   track=lambda items: progress(items, "timing baselines"))
+        except KeyboardInterrupt as e:  # Ctrl-C, or a kill (Terminated): once the run exists, it can be continued
+            if run_id is None:
+                raise
+            killed = isinstance(e, Terminated)
+            raise RunInterrupted(continue_line("terminated (SIGTERM)" if killed else "interrupted (Ctrl-C)",
+                                               resume_command(run_id, workspace, (), config)), 3 if killed else 130) from None
         run = load_run(store, run_id)
         report = write_report(store, run_id, run=run)
+    command = resume_command(run_id, workspace, result.spent, config) if result.stopped else None
     if as_json:
-        print(json.dumps({"run_id": run_id, "stopped": result.stopped, "report": str(report), "tasks": [
+        print(json.dumps({"run_id": run_id, "stopped": result.stopped, "resume": command, "report": str(report), "tasks": [
             {"task": t.task.key, "speedup": t.best.speedup if t.best else None, "attempts": t.attempts,
              "finished": t.finished, "file": str(t.best_file) if t.best_file else None, "error": t.error}
             for t in result.tasks], "summary": [s.to_dict() for s in _run_summaries(run)],
             "spend": result.spend.__dict__}, indent=1))
     else:
         print_optimize(result, report, run)
-    if result.stopped:
-        print(f"stopped: {result.stopped}. Everything so far is recorded; continue with: "
-              f"{resume_command(run_id, workspace, result.spent, config)}", file=sys.stderr)
+    if command is not None:
+        print(continue_line(f"stopped: {result.stopped}", command), file=sys.stderr)
         raise typer.Exit(3)
+
+
+def continue_line(why: str, command: str) -> str:
+    """What every stop of a run prints last: why it stopped, and the command that continues it."""
+    return f"{why}. Everything so far is recorded; continue with: {command}"
 
 
 def resume_command(run_id: str, workspace: Path, spent: tuple[str, ...], config: OptimizeConfig) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from ..llm import LLMConfig, Price
-from ..search import RUN_KIND, OptimizeConfig, SearchConfig
+from ..search import RUN_KIND, OptimizeConfig, SearchConfig, others_settings
 from ..settings import SettingsError, one_line, option_error, parse_assignment, read_toml, unknown_keys, with_value
 from ..store import Store
 from ..tasks import select_shapes
@@ -86,9 +86,11 @@ def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequenc
             raise UsageError(str(e)) from None
         _known(given, str(run_file))
         data = _over(data, given)
+    given: dict[str, str] = {}  # the settings given on the command line, by dotted path: the option that gave each
     for key, value in flags.items():
         if value is not None:
             data = with_value(data, key.split("."), value)
+            given[key] = options.get(key, key)
     for item in sets:
         try:
             path, value = parse_assignment(item)
@@ -100,7 +102,22 @@ def new_config(run_file: Optional[Path], flags: Mapping[str, Any], sets: Sequenc
         else:
             _known(with_value({}, path, value), f"--set {item!r}")
             data = with_value(data, path, value)
-    return _validated(data, options)
+            given[".".join(path)] = f"--set {'.'.join(path)}"
+    config = _validated(data, options)
+    _own_options(config.search.strategy, given)
+    return config
+
+
+def _own_options(strategy: str, given: Mapping[str, str]) -> None:
+    """Refuse an option given on the command line for another strategy than the run's (`--width` with refine): it
+    would be ignored without a word. A run file may hold every strategy's tables (a report's run file does)."""
+    paths = {path.removeprefix("search."): option for path, option in given.items() if path.startswith("search.")}
+    foreign = others_settings(strategy, paths)
+    if foreign:
+        path, readers = foreign[0]
+        names = ", ".join(readers[:-1]) + " or " + readers[-1] if len(readers) > 1 else readers[0]
+        raise UsageError(f"{paths[path]} is an option of --strategy {names}, not of {strategy}: drop it, or give the "
+                         "strategy it is for")
 
 
 def _over(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

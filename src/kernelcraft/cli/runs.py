@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ..report import counted
 from ..report.run_list import run_lines
 from ..store import Store
 from .app import app
@@ -27,7 +28,7 @@ def runs_list(workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     if as_json:
         print(json.dumps([line.to_dict() for line in lines], indent=1))
         return
-    table = Table(title=f"{len(lines)} runs in {workspace}", title_justify="left")
+    table = Table(title=f"{counted(len(lines), 'run')} in {workspace}", title_justify="left")
     for col in ("run", "kind", "started", "state", "tasks done", "target", "model", "strategy"):
         table.add_column(col, overflow="fold")
     for line in lines:

@@ -1,14 +1,21 @@
-"""The response cache: a reply per request key, one JSON file each, safe across processes."""
+"""The response cache: a reply per request and endpoint, one JSON file each, safe across processes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol
 
-from .types import Completion, Usage
+from .types import ChatRequest, Completion, Usage
+
+
+def cache_key(endpoint: str, request: ChatRequest) -> str:
+    """A request's key in the cache: its own key (model, messages, sampling, sample) and the endpoint that answers it
+    (`LLMConfig.endpoint`), so a reply from one server never answers a run pointed at another."""
+    return hashlib.sha256(f"{endpoint}\n{request.key()}".encode()).hexdigest()
 
 
 class ResponseCache(Protocol):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .backends import Backend
-from .cache import ResponseCache
+from .cache import ResponseCache, cache_key
 from .config import LLMConfig
 from .errors import BudgetExceeded, CallFailed, LLMError, TransientError
 from .types import CallRecord, ChatReply, ChatRequest, Completion, Message, Sampling
@@ -74,7 +74,7 @@ class LLMClient:
         """One reply. Cached answers cost nothing; raises BudgetExceeded once the budget is spent,
         CallFailed when the endpoint failed every try, LLMError when it refused the request."""
         started = time.time()
-        key = request.key()
+        key = cache_key(self.config.endpoint(), request)
         hit = self.cache.get(key) if self.cache else None
         if hit is not None:
             reply = self._reply(hit, 0.0, attempts=0, cached=True)

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .limits import DEFAULT_MAX_TOKENS, by_model, known_max_tokens
 
 PROVIDERS = ("openai", "anthropic", "replay", "batch", "none")  # none: a run that asks no model
+# Where a provider's SDK sends requests when no base URL is given.
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalized_url(url: str) -> str:
+    """`url` as one spelling of its address: scheme and host in lower case, no default port, no trailing slash."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a port number: the URL as given, the endpoint check will say it is unreachable
+        return url.strip().rstrip("/")
+    host = (parts.hostname or "") + (f":{port}" if port is not None and port != _DEFAULT_PORTS.get(scheme) else "")
+    return f"{scheme}://{host}{parts.path.rstrip('/')}" if scheme and parts.hostname else url.strip().rstrip("/")
 
 
 class Price(BaseModel):
@@ -92,6 +108,14 @@ class LLMConfig(BaseModel):
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env)
+
+    def endpoint(self) -> str:
+        """Who answers this run's requests, as one spelling: the provider and its normalized base URL (the SDK's
+        default where none is given), or the replay or batch path. Cached replies are keyed by it, so a reply
+        one endpoint gave is never taken as another's."""
+        if self.provider in DEFAULT_BASE_URLS:
+            return f"{self.provider}:{normalized_url(self.base_url or DEFAULT_BASE_URLS[self.provider])}"
+        return f"{self.provider}:{self.path or ''}"
 
     def price(self, model: str) -> Price | None:
         return by_model(self.prices, model)

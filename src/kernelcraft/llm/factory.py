@@ -19,7 +19,7 @@ def make_backend(config: LLMConfig) -> Backend:
     if config.provider == "openai":
         from .backends.openai_compat import OpenAICompatible
 
-        return OpenAICompatible(config.model, config.base_url, config.api_key())
+        return OpenAICompatible(config.model, config.base_url, config.api_key(), key_env=config.api_key_env)
     if config.provider == "replay":
         from .backends.replay import Replay
 

@@ -39,7 +39,7 @@ class ChatRequest:
     task: str = ""  # the task key it is about, recorded, not hashed
 
     def key(self) -> str:
-        """Cache and replay key: model, messages, sampling and sample index."""
+        """Replay key: model, messages, sampling and sample index (the cache keys it by endpoint too: `cache_key`)."""
         body = {"model": self.model, "messages": [asdict(m) for m in self.messages],
                 "sampling": asdict(self.sampling), "sample": self.sample}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

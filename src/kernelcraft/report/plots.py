@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 FIGSIZE = (5.4, 3.5)  # inches; the page scales the SVG to its column
 BINS_PER_DOUBLING = 4
+MAX_TURN_TICKS = 20  # more turns than this get the axis's own integer ticks
 BLUE, GREEN, ORANGE, GREY, INK = "#2563eb", "#16a34a", "#ea580c", "#94a3b8", "#1f2937"
 _STYLE = {
     "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "axes.edgecolor": GREY, "axes.labelcolor": INK,
@@ -125,7 +126,7 @@ def turn_curve(points: list[TurnPoint], total: int) -> str:
         if not any(p.solved for p in points):
             _say(ax, "no correct candidate at any turn" if points else "no attempts recorded")
             return _svg(fig, "turns")
-        turns = [p.turn for p in points]
+        turns = [p.turn + 1 for p in points]  # counted from 1, as the live line and the trajectories count them
         solved_ax = ax.twinx()
         solved_ax.bar(turns, [p.solved for p in points], width=0.5, color=GREY, alpha=0.35, label="tasks solved")
         solved_ax.set_ylim(0, max(total, 1) * 1.1)
@@ -138,7 +139,10 @@ def turn_curve(points: list[TurnPoint], total: int) -> str:
         ax.plot(turns, [p.geomean if p.geomean is not None else float("nan") for p in points], "o-", color=BLUE,
                 linewidth=2, label="geomean best speedup so far")
         ax.axhline(1.0, color=GREY, linestyle="--", linewidth=1)
-        ax.set_xticks(turns)
+        if len(turns) <= MAX_TURN_TICKS:
+            ax.set_xticks(turns)
+        else:  # a tick a turn would crowd the axis (and fill the page with labels)
+            ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("turn")
         ax.set_ylabel("best speedup so far (geomean)")
         ax.yaxis.set_major_formatter(_times)

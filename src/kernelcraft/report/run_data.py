@@ -5,17 +5,19 @@ Nothing here measures: every number is a verdict, an attempt or a model call the
 from __future__ import annotations
 
 import shlex
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..judge import KernelProfile, Status, Verdict
-from ..search import OptimizeConfig, best_attempt
+from ..search import REPEATED, OptimizeConfig, best_attempt, repeat_note
 from ..settings import to_toml
 from ..store import AttemptRow, LLMCallRow, RunRow, SkillCandidateRow, Store
 from .metrics import Summary, TaskOutcome, baseline_ratios, geomean, judge_error_cause, summarize_per_device
+from .page import REPLY_INLINE_CHARS
 
 CORRECT = "correct"
 JUDGE_ERROR = Status.JUDGE_ERROR.value
@@ -61,8 +63,12 @@ class AttemptReport:
     meta: dict[str, Any] = field(default_factory=dict)  # the strategy's note on this attempt
     kernels: KernelProfile | None = None  # the verdict's kernel profile, when one was taken
     source: str | None = None  # the candidate judged (None: the reply held none)
-    reply: str | None = None  # the model's whole reply (None: a source the strategy wrote, or a failed call)
+    # The model's whole reply, where it is short enough for the page to show (page.REPLY_INLINE_CHARS); None for a
+    # longer one (the page links `reply_file`), a source the strategy wrote, or a failed call.
+    reply: str | None = None
     duplicate_of: tuple[int, int] | None = None  # (sample, turn) of the earlier attempt whose verdict this one reuses
+    reply_file: Path | None = None  # the file the run recorded the reply in
+    reply_bytes: int = 0
 
     @property
     def correct(self) -> bool:
@@ -87,7 +93,7 @@ class AttemptReport:
         if "verify" in m:
             parts.append("skill verification, " + ("without skills" if m["verify"] == "without" else f"with {m['verify']}"))
         if "idea" in m:
-            parts.append(f"round {m.get('round', self.turn)}: {m['idea']}")
+            parts.append(f"round {m.get('round', self.turn) + 1}: {m['idea']}")
         if "op" in m:
             parents = ", ".join(f"#{p}" for p in m.get("parents", []) if p is not None)
             parts.append(f"island {m.get('island', 0)}: {m['op']}" + (f" of {parents}" if parents else "")
@@ -120,6 +126,7 @@ class TaskReport:
     # The causes of the run's judge_error verdicts on this task, oldest first: evaluations the judge failed on its own
     # side (the search parks such a step and records no attempt; --resume judges it again).
     judge_errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # samples that ended early, and why (search/repeats.py)
 
     @property
     def anchor(self) -> str:
@@ -220,33 +227,59 @@ class RunReport:
 
 def turn_series(tasks: list[TaskReport]) -> list[TurnPoint]:
     """Best speedup so far by turn, over the tasks solved by then."""
-    turns = {a.turn for t in tasks for a in t.attempts}
-    if not turns:
+    by_turn: dict[int, list[tuple[str, AttemptReport]]] = defaultdict(list)
+    for t in tasks:
+        for a in t.attempts:
+            by_turn[a.turn].append((t.key, a))
+    if not by_turn:
         return []
+    best: dict[str, AttemptReport] = {}  # each task's best so far: the best of its earlier best and a turn's attempts
     points = []
-    for turn in range(min(turns), max(turns) + 1):
-        bests = [b.speedup for b in (best_attempt([a for a in t.attempts if a.turn <= turn]) for t in tasks)
-                 if b is not None and b.speedup is not None]
+    for turn in range(min(by_turn), max(by_turn) + 1):
+        for key, a in by_turn.get(turn, []):
+            found = best_attempt([*([best[key]] if key in best else []), a])
+            if found is not None:
+                best[key] = found
+        bests = [b.speedup for b in best.values() if b.speedup is not None]
         points.append(TurnPoint(turn=turn, geomean=geomean(bests), solved=len(bests)))
     return points
 
 
-def _attempts(store: Store, rows: list[AttemptRow]) -> list[AttemptReport]:
+def _reply(store: Store, call: LLMCallRow | None) -> tuple[str | None, Path | None, int]:
+    """A call's reply as the page takes it: its text where short enough to show, its file, its size in bytes."""
+    files = store.call_files(call) if call is not None else None
+    if call is None or files is None or files.reply is None or not files.reply.is_file():
+        return None, None, 0
+    size = files.reply.stat().st_size
+    return (store.llm_reply(call.id) if size <= REPLY_INLINE_CHARS else None), files.reply, size
+
+
+def _attempts(store: Store, rows: list[AttemptRow], calls: dict[int, LLMCallRow]) -> list[AttemptReport]:
     """A task's attempts, each with its source and reply, and marked where it reuses an earlier attempt's verdict (an
-    equal source, up to comments and whitespace, is judged once)."""
+    equal source, up to comments and whitespace, is judged once). A verdict many attempts reuse is read once."""
     first: dict[int, tuple[int, int]] = {}
+    judged: dict[int, tuple[Verdict, KernelProfile | None, str]] = {}
     attempts = []
     for row in sorted(rows, key=lambda r: r.created_at):
         vid = row.verdict_id
         earlier = first.setdefault(vid, (row.sample, row.turn)) if vid is not None else None
+        if vid is not None and vid not in judged:
+            judged[vid] = (store.verdict(vid), store.kernel_profile(vid), store.candidate_source(vid))
+        verdict, kernels, source = judged[vid] if vid is not None else (None, None, None)
+        reply, reply_file, reply_bytes = _reply(store, calls.get(row.llm_call_id) if row.llm_call_id is not None else None)
         attempts.append(AttemptReport(
             sample=row.sample, turn=row.turn, status=row.status, speedup=row.speedup, feedback=row.feedback, verdict_id=vid,
-            verdict=store.verdict(vid) if vid else None, llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta,
-            kernels=store.kernel_profile(vid) if vid else None, source=store.candidate_source(vid) if vid else None,
-            reply=store.llm_reply(row.llm_call_id) if row.llm_call_id is not None else None,
-            duplicate_of=earlier if earlier != (row.sample, row.turn) else None))
+            verdict=verdict, llm_call_id=row.llm_call_id, created_at=row.created_at, meta=row.meta, kernels=kernels,
+            source=source, reply=reply, duplicate_of=earlier if earlier != (row.sample, row.turn) else None,
+            reply_file=reply_file, reply_bytes=reply_bytes))
     by_slot = {(a.sample, a.turn): a for a in attempts}
     return [by_slot[(r.sample, r.turn)] for r in rows]
+
+
+def _notes(store: Store, run_id: str, task_key: str) -> list[str]:
+    """Why samples of a task ended before their last turn: each that repeated one answer (search/repeats.py)."""
+    saved = store.states(run_id, task_key, REPEATED)
+    return [repeat_note(sample, turns) for sample, turns in sorted((int(k.removeprefix(REPEATED)), v) for k, v in saved.items())]
 
 
 def _baseline_ratios(store: Store, task_key: str, best: AttemptReport | None) -> dict[str, float]:
@@ -284,9 +317,10 @@ def load_run(store: Store, run_id: str) -> RunReport:
     Raises KeyError when the store has no such run."""
     run = store.run(run_id)
     calls = store.llm_calls(run_id=run_id)
+    by_id = {c.id: c for c in calls}
     tasks = []
     for row in store.run_tasks(run_id):
-        attempts = _attempts(store, store.attempts(run_id, row.task_key))
+        attempts = _attempts(store, store.attempts(run_id, row.task_key), by_id)
         best = best_attempt(attempts)
         tasks.append(TaskReport(
             key=row.task_key, name=row.name, level=row.level, finished=row.finished_at is not None, attempts=attempts,
@@ -294,7 +328,8 @@ def load_run(store: Store, run_id: str) -> RunReport:
             reference_source=store.task_source(row.task_key),
             usage=CallTotals.of([c for c in calls if c.task_key == row.task_key]),
             baseline_ratios=_baseline_ratios(store, row.task_key, best),
-            schemes=store.state(run_id, row.task_key, "schemes") or [], judge_errors=_judge_errors(store, run_id, row.task_key)))
+            schemes=store.state(run_id, row.task_key, "schemes") or [], judge_errors=_judge_errors(store, run_id, row.task_key),
+            notes=_notes(store, run_id, row.task_key)))
     last = max((a.created_at for t in tasks for a in t.attempts), default=None)
     end = run.finished_at if run.finished_at is not None else last
     config = _config(run.args)

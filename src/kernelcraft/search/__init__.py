@@ -16,13 +16,14 @@ from .errors import RunStopped, TaskFailed
 from .history import Exchange, estimate_tokens, trimmed_history
 from .optimize import RUN_KIND, Optimizer, RunResult, TaskResult, module_name, run_optimize, tasks_of
 from .skill_use import VERIFY_BASE, SkillLearner, Verification, improvement, is_verification, skill_schemes, trajectories
-from .registry import MODEL_FREE, STRATEGIES, Strategy, register, unsuited
-from .strategy import SCREENING, CallLog, Outcome, SearchEvent, SkillScheme, TaskContext, best_attempt, ranked_attempts
+from .registry import MODEL_FREE, STRATEGIES, Strategy, others_settings, register, unsuited
+from .repeats import REPEAT_LIMIT, repeat_note
+from .strategy import REPEATED, SCREENING, CallLog, Outcome, SearchEvent, SkillScheme, TaskContext, best_attempt, ranked_attempts
 
 __all__ = [
-    "MODEL_FREE", "RUN_KIND", "SCREENING", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions",
+    "MODEL_FREE", "REPEATED", "REPEAT_LIMIT", "RUN_KIND", "SCREENING", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions",
     "EvolveOptions", "Exchange", "JudgeBudget", "OptimizeConfig", "Optimizer", "Outcome", "RunResult", "RunStopped",
     "SearchConfig", "SearchEvent", "SkillLearner", "SkillOptions", "SkillScheme", "Strategy", "TaskContext", "TaskFailed",
     "TaskResult", "TemplateOptions", "run_optimize", "tasks_of", "Verification", "best_attempt", "ranked_attempts", "estimate_tokens", "improvement", "is_verification",
-    "module_name", "register", "skill_schemes", "trajectories", "trimmed_history", "unsuited",
+    "module_name", "others_settings", "register", "repeat_note", "skill_schemes", "trajectories", "trimmed_history", "unsuited",
 ]

@@ -34,7 +34,7 @@ def tried_idea(idea: str, outcomes: list[Outcome]) -> TriedIdea:
     return TriedIdea(idea, None, failures.most_common(1)[0][0] if failures else "")
 
 
-@register("branch")
+@register("branch", reads=("turns", "start", "branch"))
 class Branch:
     def run(self, ctx: TaskContext) -> None:
         options = ctx.config.branch

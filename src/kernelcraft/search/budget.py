@@ -1,5 +1,6 @@
 """The run's budget beyond the model's tokens and dollars (which the LLM client enforces): judge
-calls, counted over the whole run (resumes included, from the store), and wall time, counted for
+calls, counted over the whole run (resumes included, from the store; a verdict reused for a repeated
+kernel counts as a call, so a model that repeats itself cannot run on), and wall time, counted for
 this invocation. Spending either stops the run the way a spent token budget does: no new work,
 what is under way is recorded, `--resume` continues."""
 
@@ -24,9 +25,9 @@ class JudgeBudget:
             raise RunStopped("the wall-time budget is spent")
 
     def claim_judge_call(self) -> None:
-        """Count one judge evaluation, or raise RunStopped when none is left."""
+        """Count one judge call (an evaluation, or a verdict reused), or raise RunStopped when none is left."""
         self.check_time()
         with self._lock:
             if self.max_judge_calls is not None and self.used >= self.max_judge_calls:
-                raise RunStopped(f"the judge budget is spent: {self.used} of {self.max_judge_calls} evaluations")
+                raise RunStopped(f"the judge budget is spent: {self.used} of {self.max_judge_calls} judge calls")
             self.used += 1

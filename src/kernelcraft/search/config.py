@@ -12,7 +12,10 @@ from ..judge import JudgeConfig
 from ..llm import LLMConfig
 from ..skills import AdmissionPolicy
 
-STARTS_FROM_BEST = ("refine", "branch")  # the strategies that can start from an earlier kernel
+# Every count of a run has an upper bound (`le=` on its field; `--help` and the README quote them), so a run
+# always ends, whatever was typed: at the bounds a refine run asks 64 x 50 = 3,200 replies per task.
+MAX_TURNS = 50
+MAX_SAMPLES = 64
 
 # The template strategy's coarse stage, over the run's judge settings: enough to rank candidates
 # and drop wrong ones, not to report a speedup (the finalists are judged again in full).
@@ -39,35 +42,35 @@ JudgeSettings = Annotated[JudgeConfig, PlainValidator(_judge_config), PlainSeria
 class BranchOptions(BaseModel):
     """`branch`: each round (a turn) the planner writes `width` ideas, each implemented `impls` times."""
 
-    width: int = Field(3, ge=1)
-    impls: int = Field(2, ge=1)
-    bank: int = Field(4, ge=1)  # good earlier kernels kept to seed later rounds
+    width: int = Field(3, ge=1, le=16)
+    impls: int = Field(2, ge=1, le=16)
+    bank: int = Field(4, ge=1, le=32)  # good earlier kernels kept to seed later rounds
 
 
 class ContrastiveOptions(BaseModel):
     """`contrastive`: each round (a turn) `samples` prompts, each with two exemplars from two score buckets."""
 
-    buckets: int = Field(4, ge=2)  # score buckets over the correct kernels so far
+    buckets: int = Field(4, ge=2, le=16)  # score buckets over the correct kernels so far
     temperature: float = Field(1.0, gt=0)  # of the softmax over bucket mean scores
 
 
 class EvolveOptions(BaseModel):
     """`evolve`: `generations` children per task over `islands` islands."""
 
-    islands: int = Field(2, ge=1)
-    generations: int = Field(12, ge=1)
-    migrate_every: int = Field(4, ge=1)  # generations between migrations (each island's best to the next)
+    islands: int = Field(2, ge=1, le=16)
+    generations: int = Field(12, ge=1, le=1000)
+    migrate_every: int = Field(4, ge=1, le=1000)  # generations between migrations (each island's best to the next)
     crossover: float = Field(0.3, ge=0, le=1)  # chance of a crossover when an island has two correct kernels
     archive_pick: float = Field(0.2, ge=0, le=1)  # chance a parent comes from the diversity archive
-    parallel: int = Field(4, ge=1)  # children in flight at once
+    parallel: int = Field(4, ge=1, le=64)  # children in flight at once
 
 
 class TemplateOptions(BaseModel):
     """`template`: Triton GEMM templates for each task's shape, no model: the first `configs` of the
     shape's space judged with the `coarse` recipe, the `finalists` fastest judged again in full."""
 
-    configs: int = Field(24, ge=1)
-    finalists: int = Field(3, ge=1)
+    configs: int = Field(24, ge=1, le=1024)  # each judged in a thread of its own
+    finalists: int = Field(3, ge=1, le=64)
     coarse: dict[str, Any] = Field(default_factory=lambda: dict(COARSE_JUDGE))  # JudgeConfig overrides
 
     @field_validator("coarse")
@@ -80,13 +83,13 @@ class TemplateOptions(BaseModel):
 class SkillOptions(BaseModel):
     enabled: bool = False
     snapshot: int | None = None  # the library snapshot the run uses (recorded when the run starts)
-    recall: int = Field(20, ge=1)  # skills BM25 recalls for the selector to read
-    k: int = Field(3, ge=1)  # skills the selector may pick per scheme
-    schemes: int = Field(1, ge=1)  # selector calls per task; a no-skill scheme is always added
+    recall: int = Field(20, ge=1, le=200)  # skills BM25 recalls for the selector to read
+    k: int = Field(3, ge=1, le=20)  # skills the selector may pick per scheme
+    schemes: int = Field(1, ge=1, le=16)  # selector calls per task; a no-skill scheme is always added
     learn: bool = True  # summarize trajectories that improved and verify the candidate skills
-    max_new: int = Field(2, ge=1)  # candidate skills per summary
-    verify_samples: int = Field(1, ge=1)  # regenerations with and without a candidate skill
-    verify_turns: int = Field(1, ge=1)
+    max_new: int = Field(2, ge=1, le=8)  # candidate skills per summary
+    verify_samples: int = Field(1, ge=1, le=MAX_SAMPLES)  # regenerations with and without a candidate skill
+    verify_turns: int = Field(1, ge=1, le=MAX_TURNS)
     policy: AdmissionPolicy = Field(default_factory=AdmissionPolicy)
 
 
@@ -94,8 +97,8 @@ class SearchConfig(BaseModel):
     """How a strategy spends its budget on each task."""
 
     strategy: str = "refine"
-    turns: int = Field(3, ge=1)  # refine: turns per sample; branch and contrastive: rounds
-    samples: int = Field(2, ge=1)  # refine: conversations per task; contrastive: prompts per round
+    turns: int = Field(3, ge=1, le=MAX_TURNS)  # refine: turns per sample; branch and contrastive: rounds
+    samples: int = Field(2, ge=1, le=MAX_SAMPLES)  # refine: conversations per task; contrastive: prompts per round
     language: Literal["cuda", "cpp", "triton"] | None = None  # None: the device's own (agents/templates/languages.toml)
     # The conversation shown to the model is cut to this many tokens (about 4 characters each):
     # the rules and the task always, then the most recent attempts that fit.
@@ -107,7 +110,7 @@ class SearchConfig(BaseModel):
     # After a correct verdict, its top kernels by Nsight Compute for the feedback (CUDA, where ncu runs;
     # the roofline is given either way: it costs nothing)
     profile: bool = True
-    budget_judge_calls: int | None = Field(None, ge=1)  # evaluations over the whole run
+    budget_judge_calls: int | None = Field(None, ge=1)  # over the whole run, a verdict reused counting as a call
     budget_wall_s: float | None = Field(None, gt=0)  # seconds of this invocation
     branch: BranchOptions = Field(default_factory=BranchOptions)
     contrastive: ContrastiveOptions = Field(default_factory=ContrastiveOptions)
@@ -148,9 +151,12 @@ class SearchConfig(BaseModel):
     @field_validator("start")
     @classmethod
     def _starts(cls, v: str, info: ValidationInfo) -> str:
+        from .registry import OWN_SETTINGS  # here, not at the top: the strategies register when the package is imported
+
         strategy = info.data.get("strategy")
-        if v == "best" and strategy not in STARTS_FROM_BEST:
-            raise ValueError(f"'best' is for the strategies {' and '.join(STARTS_FROM_BEST)}, not {strategy}")
+        starting = [name for name, reads in OWN_SETTINGS.items() if "start" in reads]
+        if v == "best" and strategy not in starting:
+            raise ValueError(f"'best' is for the strategies {' and '.join(starting)}, not {strategy}")
         return v
 
 

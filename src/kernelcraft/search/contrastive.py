@@ -49,7 +49,7 @@ def sections_note(reply: str) -> dict[str, Any]:
     return {"sections": [s for s in SECTIONS if found.get(s)]}
 
 
-@register("contrastive")
+@register("contrastive", reads=("turns", "samples", "contrastive"))
 class Contrastive:
     def run(self, ctx: TaskContext) -> None:
         # Earlier runs' kernels, then this run's as its rounds add them (replayed on resume): each round's

@@ -66,7 +66,7 @@ def weighted_pick(members: list[Member], rng: random.Random, exclude: Member | N
     return rng.choices(pool, [m.fitness for m in pool])[0]
 
 
-@register("evolve")
+@register("evolve", reads=("evolve",))
 class Evolve:
     def run(self, ctx: TaskContext) -> None:
         options = ctx.config.evolve

@@ -243,7 +243,7 @@ class Optimizer:
         band = f" (noise band {verdict.speedup_band[0]:.2f}-{verdict.speedup_band[1]:.2f}x)" if verdict.speedup_band else ""
         header = (f"# kernelcraft: the best kernel found for {task.key}: {best.speedup:.2f}x{band} against PyTorch eager\n"
                   f"# on {verdict.env.get('device_name', self.device.name)}; verdict {best.verdict_id} of run {run_id} "
-                  f"(sample {best.sample}, turn {best.turn}). Use: from {module_name(task)} import ModelNew\n")
+                  f"(sample {best.sample + 1}, turn {best.turn + 1}). Use: from {module_name(task)} import ModelNew\n")
         path = self.out_dir(run_id) / f"{module_name(task)}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(header + self.store.candidate_source(best.verdict_id))

@@ -11,17 +11,24 @@ from typing import Any
 from ..llm import LLMError, Message
 from .history import Exchange, trimmed_history
 from .registry import register
+from .repeats import answer_key, repeating
 from .strategy import Outcome, TaskContext, run_parallel
 
 
 def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, meta: dict[str, Any] | None = None) -> list[Outcome]:
     """One sample's conversation: up to `turns` answers, each told the judge's verdict on the one
-    before. Turns a stopped run recorded are replayed from the store, not asked again; a turn a judge
-    error parked is judged again from its stored source."""
+    before, ended early by the same answer `REPEAT_LIMIT` times in a row (repeats.py). Turns a stopped run
+    recorded are replayed from the store, not asked again; a turn a judge error parked is judged again from
+    its stored source."""
     done = sorted((a for a in ctx.prior if a.sample == sample), key=lambda a: a.turn)
     outcomes = [ctx.outcome_of(a) for a in done]
-    exchanges = [Exchange(reply, a.feedback) for a in done if (reply := ctx.reply_of(a)) is not None]
+    replies = [ctx.reply_of(a) for a in done]
+    exchanges = [Exchange(reply, a.feedback) for a, reply in zip(done, replies) if reply is not None]
+    answers = [answer_key(o.source, reply) for o, reply in zip(outcomes, replies)]
     for turn in range(len(done), turns):
+        if repeating(answers):  # the same answer again and again: more turns would only ask once more
+            ctx.end_repeating(sample, turn)
+            break
         held = ctx.held(sample, turn)
         if held is not None:
             outcome = ctx.record_source(sample, turn, held.source, meta, llm_call_id=held.llm_call_id)
@@ -36,12 +43,13 @@ def converse(ctx: TaskContext, sample: int, opening: list[Message], turns: int, 
             outcome = ctx.record(sample, turn, proposal, meta)
             reply = proposal.reply.text
         outcomes.append(outcome)
+        answers.append(answer_key(outcome.source, reply))
         if reply is not None:
             exchanges.append(Exchange(reply, outcome.feedback))
     return outcomes
 
 
-@register("refine")
+@register("refine", reads=("turns", "samples", "start"))
 class Refine:
     def run(self, ctx: TaskContext) -> None:
         start = ctx.start_kernel()

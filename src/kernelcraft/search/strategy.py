@@ -32,11 +32,13 @@ from .budget import JudgeBudget
 from .config import SearchConfig
 from .errors import RUN_STOPPING_ERRORS, Parked, RunStopped, TaskFailed
 from .parked import ParkedWork
+from .repeats import repeat_note
 
 PARSE_FAILED = "parse_failed"
 TRUNCATED = "truncated"  # the reply was cut at the token limit before its code was complete
 LLM_ERROR = "llm_error"  # the endpoint refused the request (a call that got no reply is no attempt: CallFailed)
 STOPPING = "the run is stopping"  # a line of work that would ask the model after the run began to stop
+REPEATED = "repeated/"  # a task's saved state: `repeated/SAMPLE` holds the turns a sample took before it ended repeating
 T = TypeVar("T")
 
 
@@ -44,7 +46,7 @@ T = TypeVar("T")
 class SearchEvent:
     """Progress, as a strategy reports it: an attempt judged, or a task finished."""
 
-    kind: str  # "attempt" or "task_done"
+    kind: str  # "attempt", "sample_stopped" (it gave one answer again and again: `message` says so) or "task_done"
     task_key: str
     sample: int = -1
     turn: int = -1
@@ -220,19 +222,21 @@ class TaskContext:
 
     def judge(self, source: str) -> tuple[Verdict, int]:
         """The verdict (and its stored id) for `source` on this task. A source equal to one already
-        judged in this context, up to comments and whitespace, is not judged again (judge.reuse's rules).
+        judged in this context, up to comments and whitespace, is not judged again (judge.reuse's rules), but it
+        counts against the run's judge budget all the same: a model that repeats itself spends the budget as one
+        that writes new kernels, so a judge budget always ends a run.
         Raises TaskFailed when the task's reference fails, RunStopped when the judge budget is spent."""
+        try:
+            self.budget.claim_judge_call()
+        except RunStopped:
+            self.stop.set()
+            raise
         judged = self._reuse.judge(self.task, source, self.context, lambda: self._evaluate(source),
                                    only_run=self.run_id if self.own_run_only else None,
                                    then=lambda j: self._profile(j, source))
         return judged.verdict, judged.verdict_id
 
     def _evaluate(self, source: str) -> Verdict:
-        try:
-            self.budget.claim_judge_call()
-        except RunStopped:
-            self.stop.set()
-            raise
         result: Result = self.pool.submit(Job(self.task, source, tag="search", config=self.judge_config)).result()
         self._check_abort()
         if result.verdict is None:
@@ -334,6 +338,12 @@ class TaskContext:
                                   meta=self.meta(sample, **(meta or {})))
         self.emit(SearchEvent("attempt", self.task.key, sample, turn, LLM_ERROR, message=str(error)))
         return Outcome(LLM_ERROR, None, str(error), None)
+
+    def end_repeating(self, sample: int, turns: int) -> None:
+        """Say that `sample` ended after `turns` turns for giving one answer `REPEAT_LIMIT` times in a row
+        (repeats.py): on the progress display, and in the store for the report (`repeated_samples`)."""
+        self.save(f"{REPEATED}{sample}", turns)
+        self.emit(SearchEvent("sample_stopped", self.task.key, sample, turns - 1, message=repeat_note(sample, turns)))
 
     def prior_attempt(self, sample: int, turn: int) -> AttemptRow | None:
         """The attempt recorded for this slot before the run was stopped, if any."""

@@ -42,7 +42,7 @@ def not_a_gemm(task: Task) -> str | None:
     return f"{task.key} is not a GEMM task: the template strategy needs the shape of an hgemm task (hgemm/MxNxK)"
 
 
-@register("template", needs_model=False, task_check=not_a_gemm)
+@register("template", needs_model=False, task_check=not_a_gemm, reads=("template",))
 class TemplateSearch:
     def run(self, ctx: TaskContext) -> None:
         options = ctx.config.template

@@ -276,6 +276,12 @@ class Store(JobTables, CallTables, SkillTables):
         rows = self._query("SELECT value_json FROM search_state WHERE run_id=? AND task_key=? AND key=?", (run_id, task_key, key))
         return json.loads(rows[0][0]) if rows else None
 
+    def states(self, run_id: str, task_key: str, prefix: str) -> dict[str, Any]:
+        """A task's saved decisions whose keys start with `prefix`, by key."""
+        rows = self._query("SELECT key, value_json FROM search_state WHERE run_id=? AND task_key=? "
+                           "AND substr(key, 1, length(?)) = ?", (run_id, task_key, prefix, prefix))
+        return {r["key"]: json.loads(r["value_json"]) for r in rows}
+
     def run_spend(self, run_id: str) -> tuple[int, int, int, float]:
         """Model calls, prompt and completion tokens, and dollars a run has spent so far (cached calls cost nothing)."""
         r = self._query("SELECT count(*), coalesce(sum(prompt_tokens),0), coalesce(sum(completion_tokens),0), "
@@ -283,8 +289,15 @@ class Store(JobTables, CallTables, SkillTables):
         return int(r[0]), int(r[1]), int(r[2]), float(r[3])
 
     def judge_calls(self, run_id: str) -> int:
-        """Verdicts a run has had measured (reused verdicts are not counted)."""
-        return int(self._query("SELECT count(*) FROM verdicts WHERE run_id=?", (run_id,))[0][0])
+        """A run's judge calls so far, as its judge budget counts them: the verdicts it had measured, and each of its
+        attempts answered by a verdict measured before (another run's, or one of its own judged for an earlier
+        attempt)."""
+        measured, with_verdict, own = self._query(
+            "SELECT (SELECT count(*) FROM verdicts WHERE run_id=?), "
+            "(SELECT count(*) FROM attempts WHERE run_id=? AND verdict_id IS NOT NULL), "
+            "(SELECT count(DISTINCT a.verdict_id) FROM attempts a JOIN verdicts v ON v.id = a.verdict_id "
+            "WHERE a.run_id=? AND v.run_id=?)", (run_id, run_id, run_id, run_id))[0]
+        return int(measured) + int(with_verdict) - int(own)
 
     def candidate_source(self, verdict_id: int) -> str:
         rows = self._query("SELECT c.source FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.id=?",

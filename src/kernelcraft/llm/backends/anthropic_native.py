@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import EndpointError, LLMError, TransientError
 from ..types import ChatRequest, Completion, Usage
-from .sdk_errors import api_message, calling, checking
+from .sdk_errors import api_message, calling, checking, unauthorized
 
 # Besides 429 and 5xx (529 "overloaded" included), statuses the SDK's own retry policy retries:
 # request timeout and lock conflict.
@@ -45,10 +45,12 @@ class AnthropicNative:
             raise EndpointError(f"no Anthropic API key: set the {key_env} environment variable")
         self.model = model
         self.where = base_url or "api.anthropic.com"
+        self.unauthorized = unauthorized(self.where, key_env, key_sent=True)
         self.client = self.sdk.Anthropic(base_url=base_url, api_key=api_key, max_retries=0)
 
     def check(self) -> None:
-        with checking(self.sdk, self.where, "the model lookup", on_not_found=self._check_in_model_list):
+        with checking(self.sdk, self.where, "the model lookup", on_not_found=self._check_in_model_list,
+                      on_unauthorized=self.unauthorized):
             self.client.models.retrieve(self.model, timeout=30)
 
     def _check_in_model_list(self) -> None:
@@ -89,7 +91,7 @@ class AnthropicNative:
     def _status_error(self, e: Any, model: str) -> LLMError:
         status, message = e.status_code, api_message(e)
         if status == 401:
-            return EndpointError(f"{self.where} rejected the API key")
+            return EndpointError(self.unauthorized)
         if status == 403:
             return EndpointError(f"{self.where} refused access (permission denied): {message}")
         if status == 404:

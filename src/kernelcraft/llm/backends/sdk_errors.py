@@ -14,21 +14,31 @@ from ..errors import EndpointError, LLMError, TransientError
 
 
 def api_message(e: Any) -> str:
-    """The API's own explanation from an error body, else the SDK's."""
+    """The API's own explanation from an error body (OpenAI's `error.message`, or the `detail` of a FastAPI server
+    such as vLLM), else the SDK's."""
     body = e.body
     if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
         return str(body["error"]["message"])
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        return body["detail"]
     return str(e.message)
 
 
+def unauthorized(where: str, key_env: str, key_sent: bool) -> str:
+    """What a 401 means, naming the variable the key is read from: a key that was refused, or none sent."""
+    if key_sent:
+        return f"{where} rejected the API key in ${key_env}"
+    return f"{where} answered 401 Unauthorized: it needs an API key, and ${key_env} is not set"
+
+
 @contextmanager
-def checking(sdk: ModuleType, where: str, what: str, on_not_found: Callable[[], None]) -> Iterator[None]:
-    """Failures of an endpoint check (`what`: the lookup it makes) as EndpointError; a 404 is the
-    backend's to judge."""
+def checking(sdk: ModuleType, where: str, what: str, on_not_found: Callable[[], None], on_unauthorized: str) -> Iterator[None]:
+    """Failures of an endpoint check (`what`: the lookup it makes) as EndpointError (`on_unauthorized`: the
+    message for a 401); a 404 is the backend's to judge."""
     try:
         yield
     except sdk.AuthenticationError:
-        raise EndpointError(f"{where} rejected the API key") from None
+        raise EndpointError(on_unauthorized) from None
     except sdk.PermissionDeniedError:
         raise EndpointError(f"{where} refused access (permission denied)") from None
     except sdk.NotFoundError:
