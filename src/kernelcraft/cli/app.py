@@ -18,7 +18,7 @@ from .. import __version__
 from ..judge import (SCENARIOS, DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind,
                      judged_map, open_executor)
 from ..judge.isolation import CacheClosed
-from ..judge.sandbox import kill_all_workers
+from ..judge.sandbox import shutdown
 from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
@@ -27,7 +27,7 @@ from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_ba
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (USER_ERROR, AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
                      SampleOpt, SeedsOpt, SetOpt, ShapesOpt, UsageError, WorkspaceOpt, candidate_source, err, judge_config, out,
-                     existing_workspace, print_verdict, progress, read_text, stages, target_tasks)
+                     click_message, existing_workspace, fail, print_verdict, progress, read_text, stages, target_tasks)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
@@ -173,8 +173,7 @@ def eval_cmd(task: str = typer.Argument(..., help="A task file or a bundled exam
     t = sized_task(task, device, sets)
     source = candidate_source(candidate)
     cfg = judge_config(config, seeds, atol, rtol)
-    with Store(workspace) as store:
-        judge = Judge(device, cache_dir=store.cache_dir, config=cfg)
+    with Store(workspace) as store, Judge(device, cache_dir=store.cache_dir, config=cfg) as judge:
         with stages(candidate.name) as on_stage:
             v = judge.evaluate(t, source, on_stage=on_stage)
         vid = store.record_verdict(t, source, v, origin=str(candidate))
@@ -274,7 +273,7 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by 
 
 
 def _interrupted() -> None:
-    kill_all_workers()
+    shutdown()  # its workers and builders killed, their scratch removed: os._exit runs no atexit hook
     print("interrupted: every verdict finished so far is in the store", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -288,12 +287,12 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def main() -> None:
-    """Entry point: every user mistake is one line on stderr and a non-zero exit, never a traceback."""
+    """Entry point: every user mistake is one line (with --json, one JSON object: common.fail) and a non-zero exit,
+    never a traceback."""
     debug = bool(os.environ.get("KERNELCRAFT_DEBUG"))
     signal.signal(signal.SIGTERM, _terminate)
     if USER_ERROR is not None:  # a config file that cannot be read: before any command takes its defaults
-        print(f"error: {USER_ERROR}", file=sys.stderr)
-        sys.exit(2)
+        fail(USER_ERROR)
     try:
         rc = app(standalone_mode=False)  # click returns a command's typer.Exit code here
         if rc == 130:  # typer turns Ctrl-C into Exit(130)
@@ -303,23 +302,21 @@ def main() -> None:
         sys.exit(e.exit_code)
     except (TaskError, TaskRunError, DeviceUnavailable, RayUnavailable, CacheClosed, UsageError, EndpointError, SkillError,
             SkillFileError, StoreError, SettingsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(e))
     except OSError as e:
         if e.filename is None:  # not about a path the user gave
             _internal(e, debug)
-        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
-        sys.exit(2)
+        fail(f"{e.filename}: {e.strerror}")
     except UnicodeDecodeError as e:
-        print(f"error: a file given is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
-        sys.exit(2)
+        fail(f"a file given is not UTF-8 text ({e.reason} at byte {e.start})")
     except KeyboardInterrupt:
         _interrupted()
     except Exception as e:  # noqa: BLE001 - last resort: one line, the traceback only on request
         # click's exceptions, by shape: typer ships its own copy of click in recent versions
-        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
-            sys.exit(e.exit_code)
+        if type(e).__name__ == "NoArgsIsHelpError":  # a bare group: its help, already shown
+            sys.exit(2)
+        if callable(getattr(e, "format_message", None)) and isinstance(getattr(e, "exit_code", None), int):
+            fail(click_message(e), e.exit_code)
         if type(e).__name__ == "Abort":  # click's form of Ctrl-C
             _interrupted()
         _internal(e, debug)
@@ -328,6 +325,4 @@ def main() -> None:
 def _internal(e: Exception, debug: bool) -> None:
     if debug:
         raise e
-    print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)
-    sys.exit(1)
-
+    fail(f"{type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", 1, label="internal error")

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from .kernel_profile import NCU, OWN_CODE, TORCH_PROFILER, KernelProfile, Kernel
 from .locks import device_lock
 from .nsight import errors, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
 from .sandbox import launch, scrubbed_env
+from .scratch import make_scratch
 from .static import check_source
 from .worker.buildstore import builds_dir
 from .worker.coverage import is_custom_kernel
@@ -67,9 +67,7 @@ class KernelProfiler:
         """The top kernels of one forward call of `source` on `task`: ncu's metrics, or the profiler's
         list with why ncu did not run. A candidate that fails here gives an empty profile saying so."""
         t0 = time.perf_counter()
-        root = self.cache_dir / "scratch"
-        root.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix="p-", dir=root))
+        scratch = make_scratch(self.cache_dir, "p-")
         own = check_source(source, enforce=False).kernel_names
         try:
             why = self.ncu_unavailable()

@@ -26,7 +26,7 @@ from .loader import (
     task_from_source,
 )
 from .model import Task, TaskMeta
-from .resolve import is_module_target, parse_sizes, resolve_target, resolve_task, select_shapes, sized_task
+from .resolve import check_sizes, is_module_target, parse_sizes, resolve_target, resolve_task, select_shapes, sized_task
 from .shape_capture import matmul_shapes
 from .user_module import task_from_module
 
@@ -41,6 +41,7 @@ __all__ = [
     "TaskError",
     "TaskMeta",
     "aspect_class",
+    "check_sizes",
     "find_solution",
     "grid",
     "is_module_target",

@@ -4,7 +4,7 @@ its shape selection and size overrides (`resolve_target`), and the checks of tho
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +48,57 @@ def parse_sizes(items: Sequence[str]) -> dict[str, Any]:
     return sizes
 
 
+def check_sizes(task: Task, sizes: Mapping[str, Any], what: str = "--set") -> None:
+    """The rule on size overrides (`--set`; a reward-service request's `sizes`, `what` names them in the message): a
+    constant that is a size of the task stays one. A size is a positive integer (or a tuple of them), or a constant
+    the module computes (`N = 1 << 26`); it takes only a positive integer (or tuple of them), where 0 or less would
+    make empty tensors that any kernel computes "correctly". A constant that is no size (`SLOPE = 0.1`, `padding = 0`)
+    takes any value. Raises TaskError."""
+    literals = _literal_constants(task.source)
+    for name, value in sizes.items():
+        if name in literals and not _is_size(literals[name]):
+            continue
+        if not _is_size(value) and (name in literals or _has_int(value)):
+            raise TaskError(f"{what} {name}={value!r}: {name} is a size of {task.key}, and a size is a positive integer"
+                            + (f" (the task has {literals[name]!r})" if name in literals else ""))
+
+
+def _is_size(value: Any) -> bool:
+    """A positive integer, or a non-empty tuple or list of them."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_is_size(v) and not isinstance(v, (tuple, list)) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _has_int(value: Any) -> bool:
+    """An integer, or a tuple or list holding one: what a constant the module computes is a size as."""
+    if isinstance(value, (tuple, list)):
+        return any(_has_int(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _literal_constants(source: str) -> dict[str, Any]:
+    """The module-level constants a task assigns a literal (`M = 1024`; not `N = 1 << 26`), the last assignment's."""
+    found: dict[str, Any] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except (ValueError, SyntaxError, TypeError):
+                found.pop(node.targets[0].id, None)
+    return found
+
+
 def sized_task(spec: str, device: str, sets: Sequence[str] = ()) -> Task:
-    """One task (`resolve_task`) at the sizes `sets` gives; each must name a module-level constant of it."""
+    """One task (`resolve_task`) at the sizes `sets` gives; each must name a module-level constant of it, and keep
+    a size a size (`check_sizes`)."""
     task, sizes = resolve_task(spec), parse_sizes(sets)
     constants = module_constants(task.source)
     unknown = sorted(set(sizes) - constants)
     if unknown:
         raise TaskError(f"--set {unknown[0]}: not a module-level constant of {task.key} "
                         f"(its constants: {', '.join(sorted(constants)) or 'none'})")
+    check_sizes(task, sizes)
     return task.with_sizes(device, sizes)
 
 
@@ -112,6 +155,8 @@ def resolve_target(target: str, *, device: str = "cpu", sets: Sequence[str] = ()
         tasks = load_suite(target)
     else:
         tasks = [resolve_task(target)]
+    for t in tasks:
+        check_sizes(t, sizes)
     return [t.with_sizes(device, sizes) for t in tasks]
 
 
