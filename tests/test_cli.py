@@ -342,13 +342,15 @@ def test_ctrl_c_during_an_eval_build_leaves_no_compiler(tmp_path: Path) -> None:
     assert list((tmp_path / "ws" / "cache" / "scratch").iterdir()) == []  # nor a partial build in the scratch
 
 
+_UNSHARE = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
+
+
 def _read_only(workspace: Path, *args: str) -> subprocess.CompletedProcess:
     """`kernelcraft ARGS` where `workspace` is mounted read-only (a mount namespace of its own: root included, nothing
     can be written there)."""
-    unshare = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
     script = 'mount --bind -o ro "$0" "$0" && exec "$@"'
     env = {k: v for k, v in os.environ.items() if k != "KERNELCRAFT_DEBUG"}
-    return subprocess.run([*unshare, "sh", "-c", script, str(workspace), sys.executable, "-m", "kernelcraft.cli", *args,
+    return subprocess.run([*_UNSHARE, "sh", "-c", script, str(workspace), sys.executable, "-m", "kernelcraft.cli", *args,
                            "-w", str(workspace)], env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -395,8 +397,7 @@ def test_eval_leaves_no_scratch_and_its_verdict_is_listed_and_shown_even_read_on
     assert shown["verdict_id"] == 1 and shown["status"] == "hack_detected" and shown["stages"]
     assert "no verdict 2" in one_line_error(kc("verdicts", "show", "2", cwd=tmp_path))
 
-    probe = subprocess.run(["unshare", "--mount", "true"] if os.geteuid() == 0 else ["unshare", "-rm", "true"], capture_output=True)
-    if probe.returncode != 0:
+    if subprocess.run(_UNSHARE + ["true"], capture_output=True).returncode != 0:
         pytest.skip("no mount namespace here to make the workspace read-only")
     assert "read-only" in one_line_error(_read_only(tmp_path / "ws", "eval", "leaky_relu_clamp", str(tmp_path / "cand.py"),
                                                     "--device", "cpu"))
@@ -404,6 +405,17 @@ def test_eval_leaves_no_scratch_and_its_verdict_is_listed_and_shown_even_read_on
     assert p.returncode == 0 and [r["id"] for r in json.loads(p.stdout)] == [1], p.stderr
     p = _read_only(tmp_path / "ws", "runs", "list")
     assert p.returncode == 0 and "0 runs in" in p.stdout, p.stderr
+
+
+def test_a_read_only_workspace_of_an_older_kernelcraft_is_named_so(tmp_path: Path) -> None:
+    from kernelcraft.store import Store
+
+    Store(tmp_path / "ws").close()
+    with sqlite3.connect(tmp_path / "ws" / "kernelcraft.db") as c:
+        c.execute("PRAGMA user_version = 1")  # as an older kernelcraft left it: it cannot be brought up to date here
+    if subprocess.run(_UNSHARE + ["true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here to make the workspace read-only")
+    assert "of an older kernelcraft, and read-only here" in one_line_error(_read_only(tmp_path / "ws", "runs", "list"))
 
 
 def test_gc_reports_a_workspace_and_frees_only_what_no_judge_uses(tmp_path: Path) -> None:

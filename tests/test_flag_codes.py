@@ -67,3 +67,13 @@ def test_the_pack_and_the_rewards_share_the_untimed_work_flags_and_differ_where_
     assert HACK - DOUBTFUL_TIMING == {FlagCode.SHAPE_SPECIALISED}  # a pack calls a kernel only at its own shape
     assert DOUBTFUL_TIMING - HACK == {FlagCode.BELOW_FLOP_FLOOR}  # an algebraic shortcut is a real win to RL
     assert set(RewardConfig().hack_flags) == HACK
+
+
+def test_a_spread_is_worded_as_the_quartiles_printed_beside_it() -> None:
+    from kernelcraft.judge import TimingStats
+    from kernelcraft.report import verdict_lines
+
+    stats = TimingStats.of([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert stats.spread_words() == "quartiles 2-4 ms around a median of 3 ms (±33.3%)"  # half their gap, of the median
+    v = Verdict(Status.CORRECT, "t", "cpu", reference=stats, candidate=stats)
+    assert "reference 3 ms [2, 4]" in verdict_lines(v)[2]

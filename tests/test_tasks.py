@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -90,3 +91,38 @@ def test_find_solution_by_problem(sample: Path, tmp_path: Path) -> None:
     assert find_solution(tasks["level2/76_Gemm_Add_ReLU"], tmp_path).name.startswith("level_2_problem_76")
     assert find_solution(tasks["level1/40_LayerNorm"], tmp_path) == tmp_path / "40_LayerNorm.py"
     assert find_solution(tasks["level3/1_MLP"], tmp_path) is None
+
+
+TUPLE_TASK = """import torch
+SHAPE = (64, 32)
+ROWS = 1 << 10
+SCALE = 0.5
+PADDING = 0
+LOW = -2
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x
+def get_inputs():
+    return [torch.randn(ROWS, *SHAPE)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("sizes, refused", [
+    ({"SHAPE": (128, 4)}, None), ({"ROWS": 8}, None), ({"SCALE": -1.0}, None), ({"PADDING": 2}, None), ({"LOW": -5}, None),
+    ({"ROWS": 2.5}, None),  # what a computed constant is, unknown: only an integer is held to the rule
+    ({"SHAPE": (0, 4)}, "SHAPE=(0, 4)"), ({"SHAPE": ()}, "SHAPE=()"), ({"ROWS": 0}, "ROWS=0"), ({"ROWS": -3}, "ROWS=-3"),
+    ({"SHAPE": 64.0}, "SHAPE=64.0"), ({"SHAPE": (True, 1)}, "SHAPE=(True, 1)"),
+])
+def test_a_size_stays_a_positive_integer(sizes: dict, refused: str | None) -> None:
+    from kernelcraft.tasks import check_sizes, task_from_source
+
+    task = task_from_source(TUPLE_TASK, "t/sized")
+    if refused is None:
+        check_sizes(task, sizes)
+        return
+    with pytest.raises(TaskError, match=f"--set {re.escape(refused)}: .* is a size of t/sized, and a size is a positive integer"):
+        check_sizes(task, sizes)
+    with pytest.raises(TaskError, match=f"^sizes {re.escape(refused)}"):  # the reward service's name for them
+        check_sizes(task, sizes, what="sizes")

@@ -77,8 +77,8 @@ def root(cache_dir: Path) -> Path | None:
 
 
 def wanted(sig: str) -> bool:
-    """Whether a build with the flags `sig` should have their header made: at this process's second build with
-    them, the first a search or a suite makes after the one that shows it builds more than once."""
+    """Whether the header for the flags `sig` should be made now: at this process's second build with them (a process
+    that builds twice with one set of flags, a search or a suite, builds with it again; a lone eval builds once)."""
     with _making_lock:
         if sig in _built:
             return True
