@@ -173,7 +173,8 @@ def eval_cmd(task: str = typer.Argument(..., help="A task file or a bundled exam
     t = sized_task(task, device, sets)
     source = candidate_source(candidate)
     cfg = judge_config(config, seeds, atol, rtol)
-    with Store(workspace) as store, Judge(device, cache_dir=store.cache_dir, config=cfg) as judge:
+    with Store(workspace) as store:
+        judge = Judge(device, cache_dir=store.cache_dir, config=cfg)
         with stages(candidate.name) as on_stage:
             v = judge.evaluate(t, source, on_stage=on_stage)
         vid = store.record_verdict(t, source, v, origin=str(candidate))
