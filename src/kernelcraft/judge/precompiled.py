@@ -42,6 +42,7 @@ from .locks import file_lock
 from .worker.precompile import HEADER, torch_header, uses_cuda
 
 ENV = "KERNELCRAFT_PCH_DIR"
+IN_CACHE = "pch"  # a judge cache's own, where workers could not read the user's
 LIMIT = 4
 _IN_USE_S = 3600.0  # longer than any build may run
 # Flags that change how the header compiles and name no file: optimisation, target, language, macros, warnings.
@@ -73,7 +74,7 @@ def root(cache_dir: Path) -> Path | None:
         return Path(chosen).resolve()
     shared = shared_dir()
     # A builder of another user (the judge runs as root) must read the header: not through root's home.
-    return shared if shared is not None and closed_to_workers(shared) is None else cache_dir / "pch"
+    return shared if shared is not None and closed_to_workers(shared) is None else cache_dir / IN_CACHE
 
 
 def wanted(sig: str) -> bool:

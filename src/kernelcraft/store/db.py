@@ -26,6 +26,7 @@ from .schema import MIGRATIONS, statements
 from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
+CACHE_DIR = "cache"  # the judge's cache in a workspace: builds, scratch, ceilings
 _BUSY_TIMEOUT_S = 30  # how long a connection waits for another's write lock
 # Verdicts never reused for an equal candidate: judge.reuse.NOT_REUSED (timeouts, judge errors).
 _REUSABLE = f"v.status NOT IN ({', '.join(repr(s.value) for s in sorted(NOT_REUSED))})"
@@ -173,7 +174,7 @@ class Store(JobTables, CallTables, SkillTables):
 
     @property
     def cache_dir(self) -> Path:
-        return self.workspace / "cache"
+        return self.workspace / CACHE_DIR
 
     def close(self) -> None:
         self._conn.close()

@@ -12,9 +12,9 @@ from typing import Any
 
 from ..judge import precompiled, scratch
 from ..judge.resources import dir_bytes
-from .db import DB_NAME
+from ..judge.worker.buildstore import builds_dir
+from .db import CACHE_DIR, DB_NAME
 
-CACHE = "cache"
 REPLY_CACHE = "llm-cache"  # the model client's reply cache (search/optimize.py)
 RUNS = "runs"
 CALLS = "llm"  # a run's recorded model calls, runs/RUN/llm (store/calls.py)
@@ -51,7 +51,7 @@ def holdings(workspace: Path, shared_pch: bool = False) -> list[Holding]:
     """What `workspace` holds, kind by kind (KINDS), and the precompiled headers its judge shares with the user's
     other workspaces where they lie elsewhere (kind "pch (shared)"; freed only with `shared_pch`)."""
     workspace = workspace.resolve()
-    cache = workspace / CACHE
+    cache = workspace / CACHE_DIR
     runs = workspace / RUNS
     logs = [d for d in runs.glob(f"*/{CALLS}") if d.is_dir()]
     store_bytes = sum(_file_bytes(workspace / f"{DB_NAME}{suffix}") for suffix in ("", "-wal", "-shm"))
@@ -61,8 +61,8 @@ def holdings(workspace: Path, shared_pch: bool = False) -> list[Holding]:
         Holding("runs", runs, dir_bytes(runs) - sum(dir_bytes(d) for d in logs)),
         Holding("logs", runs / f"*/{CALLS}", sum(dir_bytes(d) for d in logs)),
         Holding("replies", workspace / REPLY_CACHE, dir_bytes(workspace / REPLY_CACHE)),
-        Holding("builds", cache / "builds", dir_bytes(cache / "builds")),
-        _headers("pch", cache / "pch"),
+        Holding("builds", builds_dir(cache), dir_bytes(builds_dir(cache))),
+        _headers("pch", cache / precompiled.IN_CACHE),
         Holding("scratch", cache / scratch.ROOT, dir_bytes(cache / scratch.ROOT), tuple(stale), _bytes(stale)),
     ]
     counted = sum(h.bytes for h in found) - found[0].bytes
