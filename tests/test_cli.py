@@ -89,6 +89,18 @@ def test_tasks_list_and_show(sample: Path, tmp_path: Path) -> None:
     (["eval", "softmax_rows", "adir", "--device", "cpu"], "adir: a directory, not a candidate file"),
     (["eval", "adir", "cand.py", "--device", "cpu"], "adir: a directory, not a task file"),
     (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--config", "adir"], "adir: a directory, not a config file"),
+    # click's parse errors, in the tool's one line
+    (["eval"], "missing argument 'task'; see "),
+    (["eval", "softmax_rows", "cand.py", "--bogus"], "no such option: --bogus; see "),
+    (["evl"], "no such command 'evl'"),
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--seeds", "0"], "invalid value for '--seeds'"),
+    # degenerate sizes
+    (["eval", "softmax_rows", "cand.py", "--device", "cpu", "--set", "M=0"], "--set M=0: must be a positive integer (a size)"),
+    (["optimize", "softmax_rows", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--device", "cpu", "--set", "N=-8"],
+     "--set N=-8: must be a positive integer (a size)"),
+    (["verdicts", "show", "1", "-w", "typo"], "typo: no kernelcraft workspace here"),
+    (["verdicts", "list", "--status", "great"], "--status 'great': use one of"),
+    (["gc", "-w", "typo"], "typo: no kernelcraft workspace here"),
 ])
 def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], words: str) -> None:
     (tmp_path / "cand.py").write_text("import torch\n")
@@ -100,6 +112,16 @@ def test_user_mistakes_are_one_line_errors(tmp_path: Path, args: list[str], word
     (tmp_path / "bad.toml").write_text('seeds = "five"\n')
     assert words in one_line_error(kc(*args, cwd=tmp_path))
     assert not (tmp_path / "typo").exists()  # a mistyped workspace is not made
+
+
+@pytest.mark.parametrize("args", [["eval", "softmax_rows", "cand.py", "--device", "cpu", "--set", "M=0", "--json"],
+                                  ["eval", "--json"], ["runs", "list", "--json", "-w", "typo"]])
+def test_with_json_an_error_is_one_json_object_on_stdout(tmp_path: Path, args: list[str]) -> None:
+    (tmp_path / "cand.py").write_text("import torch\n")
+    p = kc(*args, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr == "", p.stderr
+    (line,) = p.stdout.splitlines()
+    assert set(json.loads(line)) == {"error"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
@@ -320,6 +342,127 @@ def test_ctrl_c_during_an_eval_build_leaves_no_compiler(tmp_path: Path) -> None:
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
     time.sleep(1)
     assert _processes_naming(tmp_path) == []  # no compiler, build tool or worker left behind
+    assert list((tmp_path / "ws" / "cache" / "scratch").iterdir()) == []  # nor a partial build in the scratch
+
+
+_UNSHARE = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--mount"]
+
+
+def _read_only(workspace: Path, *args: str) -> subprocess.CompletedProcess:
+    """`kernelcraft ARGS` where `workspace` is mounted read-only (a mount namespace of its own: root included, nothing
+    can be written there)."""
+    script = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+    env = {k: v for k, v in os.environ.items() if k != "KERNELCRAFT_DEBUG"}
+    return subprocess.run([*_UNSHARE, "sh", "-c", script, str(workspace), sys.executable, "-m", "kernelcraft.cli", *args,
+                           "-w", str(workspace)], env=env, capture_output=True, text=True, timeout=300)
+
+
+EAGER_LEAKY_RELU_CLAMP = """import torch
+import torch.nn.functional as F
+
+
+class ModelNew(torch.nn.Module):  # eager PyTorch: nothing to build, and a verdict at once (hack_detected: no kernel of its own)
+    def __init__(self, slope, low, high):
+        super().__init__()
+        self.slope, self.low, self.high = slope, low, high
+
+    def forward(self, x):
+        return torch.clamp(F.leaky_relu(x, self.slope), self.low, self.high)
+"""
+
+
+def test_eval_leaves_no_scratch_and_its_verdict_is_listed_and_shown_even_read_only(tmp_path: Path, cache_dir: Path) -> None:
+    (tmp_path / "fast.toml").write_text(FAST_TOML)
+    (tmp_path / "cand.py").write_text(EAGER_LEAKY_RELU_CLAMP)
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "cache").symlink_to(cache_dir)
+    env = {**os.environ, "KERNELCRAFT_WORKSPACE": str(tmp_path / "ws")}
+    proc = subprocess.Popen([sys.executable, "-m", "kernelcraft.cli", "eval", "leaky_relu_clamp", "cand.py", "--device", "cpu",
+                             "--set", "N=65536", "--config", "fast.toml"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 1 and "status: hack_detected" in out and "verdict 1 recorded" in out, out + err
+    # the judge's scratch (its workers' and the task's trusted worker's) went with it; other tests' judges share the cache
+    assert list((cache_dir / "scratch").glob(f"j{proc.pid}-*")) == []
+
+    p = kc("verdicts", "list", "--json", cwd=tmp_path)
+    (row,) = json.loads(p.stdout)
+    assert row["id"] == 1 and row["run_id"] is None and row["origin"] == "cand.py" and row["status"] == "hack_detected"
+    assert json.loads(kc("verdicts", "list", "--status", "correct", "--json", cwd=tmp_path).stdout) == []
+    assert "1 verdict in" in kc("verdicts", "list", "--task", "leaky_relu_clamp", cwd=tmp_path).stdout
+    p = kc("verdicts", "show", "1", "--source", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    for text in ("verdict 1: examples/leaky_relu_clamp", "by eval from cand.py", "status: hack_detected", "speedup",
+                 "class ModelNew"):
+        assert text in p.stdout, text
+    assert out.split("verdict 1 recorded")[0] in p.stdout  # the verdict whole, as eval printed it
+    shown = json.loads(kc("verdicts", "show", "1", "--json", cwd=tmp_path).stdout)
+    assert shown["verdict_id"] == 1 and shown["status"] == "hack_detected" and shown["stages"]
+    assert "no verdict 2" in one_line_error(kc("verdicts", "show", "2", cwd=tmp_path))
+
+    if subprocess.run(_UNSHARE + ["true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here to make the workspace read-only")
+    assert "read-only" in one_line_error(_read_only(tmp_path / "ws", "eval", "leaky_relu_clamp", str(tmp_path / "cand.py"),
+                                                    "--device", "cpu"))
+    p = _read_only(tmp_path / "ws", "verdicts", "list", "--json")
+    assert p.returncode == 0 and [r["id"] for r in json.loads(p.stdout)] == [1], p.stderr
+    p = _read_only(tmp_path / "ws", "runs", "list")
+    assert p.returncode == 0 and "0 runs in" in p.stdout, p.stderr
+
+
+def test_a_read_only_workspace_of_an_older_kernelcraft_is_named_so(tmp_path: Path) -> None:
+    from kernelcraft.store import Store
+
+    Store(tmp_path / "ws").close()
+    with sqlite3.connect(tmp_path / "ws" / "kernelcraft.db") as c:
+        c.execute("PRAGMA user_version = 1")  # as an older kernelcraft left it: it cannot be brought up to date here
+    if subprocess.run(_UNSHARE + ["true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here to make the workspace read-only")
+    assert "of an older kernelcraft, and read-only here" in one_line_error(_read_only(tmp_path / "ws", "runs", "list"))
+
+
+def test_gc_reports_a_workspace_and_frees_only_what_no_judge_uses(tmp_path: Path) -> None:
+    from kernelcraft.judge import precompiled
+    from kernelcraft.store import Store
+
+    from .test_scratch import judge_process
+
+    ws, xdg = tmp_path / "ws", tmp_path / "xdg"
+    Store(ws).close()
+    cache = ws / "cache"
+    live, kept = judge_process(cache, live=True, size=1 << 10)
+    _, dead = judge_process(cache, live=False, size=1 << 20)  # a judge killed outright (after the live one: no sweep since)
+    hours_ago = time.time() - 7200
+    headers = {}
+    for name, where in (("old", cache / "pch"), ("fresh", cache / "pch"), ("shared_old", xdg / "kernelcraft" / "pch")):
+        headers[name] = where / f"{name}sig"
+        (headers[name] / "torch").mkdir(parents=True)
+        (headers[name] / "torch" / "extension.h.gch").write_bytes(bytes(1 << 16))
+        if name != "fresh":
+            os.utime(headers[name], (hours_ago, hours_ago))
+    env = {"XDG_CACHE_HOME": str(xdg), "KERNELCRAFT_PCH_DIR": ""}  # the user's default: headers shared in their cache
+    try:
+        report = json.loads(kc("gc", "--dry-run", "--json", cwd=tmp_path, env=env).stdout)
+        kinds = {h["kind"]: h for h in report["holdings"]}
+        assert {"store", "runs", "logs", "replies", "builds", "pch", "scratch", "other"} <= set(kinds)
+        assert kinds["store"]["bytes"] > 0 and kinds["scratch"]["bytes"] >= (1 << 20) + (1 << 10)
+        assert kinds["scratch"]["freeable_bytes"] >= 1 << 20 and kinds["scratch"]["freeable_bytes"] < (1 << 20) + (1 << 10)
+        assert kinds["pch"]["bytes"] == 2 << 16 and kinds["pch"]["freeable_bytes"] == 1 << 16
+        assert report["freed_bytes"] == 0 and dead.exists()  # a dry run frees nothing
+        if precompiled.gcc_version():  # headers are made only where GCC compiles
+            assert kinds["pch (shared)"]["path"] == str(xdg / "kernelcraft" / "pch")
+            assert kinds["pch (shared)"]["freeable_bytes"] == 0  # not without --shared-pch
+
+        p = kc("gc", cwd=tmp_path, env=env)
+        assert p.returncode == 0 and "freed" in p.stdout, p.stderr
+        assert not dead.parent.exists() and not headers["old"].exists()
+        assert (kept / "left").is_file() and headers["fresh"].exists() and headers["shared_old"].exists()
+        if precompiled.gcc_version():
+            freed = json.loads(kc("gc", "--shared-pch", "--json", cwd=tmp_path, env=env).stdout)["freed_bytes"]
+            assert freed == 1 << 16 and not headers["shared_old"].exists()
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_version_short_help_and_python_dash_m(tmp_path: Path) -> None:

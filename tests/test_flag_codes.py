@@ -20,12 +20,15 @@ JUDGE = Path(kernelcraft.__file__).parent / "judge"
 
 
 def _emitted_codes() -> set[str]:
-    """String codes the judge's modules flag: Flag("code", ...) and the static checks' ("code", message) pairs
-    appended to a report's flags."""
+    """String codes the judge's modules flag: Flag("code", ...), the static checks' ("code", message) pairs
+    appended to a report's flags, and the static rules' `flag="code"` (static_rules.py)."""
     codes = set()
     for path in JUDGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.Call) or not node.args:
+            if not isinstance(node, ast.Call):
+                continue
+            codes |= {k.value.value for k in node.keywords if k.arg == "flag" and isinstance(k.value, ast.Constant)}
+            if not node.args:
                 continue
             first = node.args[0]
             if isinstance(node.func, ast.Name) and node.func.id == "Flag":
@@ -67,3 +70,13 @@ def test_the_pack_and_the_rewards_share_the_untimed_work_flags_and_differ_where_
     assert HACK - DOUBTFUL_TIMING == {FlagCode.SHAPE_SPECIALISED}  # a pack calls a kernel only at its own shape
     assert DOUBTFUL_TIMING - HACK == {FlagCode.BELOW_FLOP_FLOOR}  # an algebraic shortcut is a real win to RL
     assert set(RewardConfig().hack_flags) == HACK
+
+
+def test_a_spread_is_worded_as_the_quartiles_printed_beside_it() -> None:
+    from kernelcraft.judge import TimingStats
+    from kernelcraft.report import verdict_lines
+
+    stats = TimingStats.of([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert stats.spread_words() == "quartiles 2-4 ms around a median of 3 ms (±33.3%)"  # half their gap, of the median
+    v = Verdict(Status.CORRECT, "t", "cpu", reference=stats, candidate=stats)
+    assert "reference 3 ms [2, 4]" in verdict_lines(v)[2]

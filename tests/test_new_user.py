@@ -46,6 +46,10 @@ def test_a_new_users_path_from_the_quick_start_to_the_report_in_a_browser(browse
     assert p.returncode == 0 and "leaky_relu_clamp" in p.stdout, p.stderr
     p = _run(evaluation[1:], tmp_path)
     assert p.returncode == 0 and "status: correct" in p.stdout, p.stdout + p.stderr
+    verdict = re.search(r"verdict (\d+) recorded", p.stdout)
+    assert verdict is not None
+    shown = _run(["verdicts", "show", verdict.group(1)], tmp_path)  # what eval recorded, read back as the README says
+    assert shown.returncode == 0 and "status: correct" in shown.stdout, shown.stdout + shown.stderr
 
     honest = (CANDIDATES / "cpu" / "leaky_relu_clamp.py").read_text()
     with FakeOpenAI(models=["fake-coder"], responder=lambda m: f"Fused:\n\n```python\n{honest}```\n") as srv:

@@ -192,3 +192,34 @@ def test_a_workspace_where_nothing_can_be_written_is_named_read_only() -> None:
         pytest.skip("/sys takes new directories here")
     with pytest.raises(StoreError, match="read-only, kernelcraft cannot write there .*: give -w a directory you can write"):
         Store(target)
+
+
+def test_verdicts_are_listed_by_run_task_name_and_status_with_the_candidates_origin(tmp_path: Path) -> None:
+    softmax, leaky = resolve_task("softmax_rows"), resolve_task("leaky_relu_clamp")
+    failed = dataclasses.replace(_verdict(leaky.key, 0.0), status=Status.INCORRECT, candidate_hash="h2")
+    with Store(tmp_path) as store:
+        run = store.start_run("eval-suite", {})
+        first = store.record_verdict(softmax, "s0", _verdict(softmax.key, 2.0), origin="mine.py")
+        store.record_verdict(leaky, "s1", dataclasses.replace(_verdict(leaky.key, 1.5), candidate_hash="h1"), run_id=run)
+        last = store.record_verdict(leaky, "s2", failed, run_id=run, origin="solutions/2.py")
+        assert [r.id for r in store.verdicts(task_key="leaky_relu_clamp")] == [first + 1, last]  # by name, or by key
+        assert [r.id for r in store.verdicts(task_key="examples/leaky_relu_clamp", status="incorrect")] == [last]
+        assert [r.id for r in store.verdicts(task_key="relu_clamp")] == []  # a name is whole
+        assert [r.id for r in store.verdicts(run_id=run, last=1)] == [last]
+        assert [r.id for r in store.verdicts(last=2)] == [first + 1, last]  # the latest, oldest first
+        row = store.verdict_row(first)
+        assert (row.run_id, row.origin, row.status) == (None, "mine.py", "correct")
+        with pytest.raises(KeyError):
+            store.verdict_row(last + 1)
+
+
+def test_a_read_only_store_must_exist_and_is_read(tmp_path: Path) -> None:
+    from kernelcraft.store import StoreError
+
+    with pytest.raises(StoreError, match="no kernelcraft.db here"):
+        Store(tmp_path / "none", read_only=True)
+    assert not (tmp_path / "none").exists()  # nothing made
+    with Store(tmp_path / "ws") as store:
+        store.start_run("optimize", {})
+    with Store(tmp_path / "ws", read_only=True) as store:  # on a read-only disk: test_cli.py
+        assert len(store.runs()) == 1

@@ -18,7 +18,7 @@ from .. import __version__
 from ..judge import (SCENARIOS, DeviceUnavailable, Job, Judge, RayUnavailable, TaskRunError, Verdict, baseline_kind,
                      judged_map, open_executor)
 from ..judge.isolation import CacheClosed
-from ..judge.sandbox import kill_all_workers
+from ..judge.sandbox import shutdown
 from ..llm import EndpointError
 from ..report import TaskOutcome, baseline_label, counted, status_text, summarize_by_level, summary_table, write_report
 from ..settings import SettingsError
@@ -26,8 +26,9 @@ from ..skills import SkillError, SkillFileError
 from ..store import SUMMARY_BASELINES, Store, StoreError, baselines_job, fill_baselines, record_baselines
 from ..tasks import Task, TaskError, find_solution, resolve_task, sized_task
 from .common import (USER_ERROR, AtolOpt, BaselinesOpt, ConfigOpt, DeviceOpt, FromModelOpt, GpusOpt, InitInputsOpt, InputsOpt, JsonOpt, RayOpt, RtolOpt,
-                     RunInterrupted, SampleOpt, SeedsOpt, SetOpt, ShapesOpt, Terminated, UsageError, WorkspaceOpt, candidate_source, err,
-                     judge_config, out, existing_workspace, print_verdict, progress, read_text, stages, target_tasks)
+                     RunInterrupted, SampleOpt, SeedsOpt, SetOpt, ShapesOpt, Terminated, UsageError, WorkspaceOpt, candidate_source,
+                     err, judge_config, out, click_message, existing_workspace, fail, print_verdict, progress, read_text, stages,
+                     target_tasks)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]},
                   help="LLM-written kernels for PyTorch, with a judge that proves every speedup.")
@@ -274,7 +275,7 @@ def report_cmd(run_id: str = typer.Argument(..., help="The run's id (printed by 
 
 
 def _interrupted(message: str = "interrupted: every verdict finished so far is in the store", code: int = 130) -> None:
-    kill_all_workers()
+    shutdown()  # its workers and builders killed, their scratch removed: os._exit runs no atexit hook
     print(message, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -288,12 +289,12 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def main() -> None:
-    """Entry point: every user mistake is one line on stderr and a non-zero exit, never a traceback."""
+    """Entry point: every user mistake is one line (with --json, one JSON object: common.fail) and a non-zero exit,
+    never a traceback."""
     debug = bool(os.environ.get("KERNELCRAFT_DEBUG"))
     signal.signal(signal.SIGTERM, _terminate)
     if USER_ERROR is not None:  # a config file that cannot be read: before any command takes its defaults
-        print(f"error: {USER_ERROR}", file=sys.stderr)
-        sys.exit(2)
+        fail(USER_ERROR)
     try:
         rc = app(standalone_mode=False)  # click returns a command's typer.Exit code here
         if rc == 130:  # typer turns Ctrl-C into Exit(130)
@@ -305,23 +306,21 @@ def main() -> None:
         _interrupted(str(e), e.code)
     except (TaskError, TaskRunError, DeviceUnavailable, RayUnavailable, CacheClosed, UsageError, EndpointError, SkillError,
             SkillFileError, StoreError, SettingsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(e))
     except OSError as e:
         if e.filename is None:  # not about a path the user gave
             _internal(e, debug)
-        print(f"error: {e.filename}: {e.strerror}", file=sys.stderr)
-        sys.exit(2)
+        fail(f"{e.filename}: {e.strerror}")
     except UnicodeDecodeError as e:
-        print(f"error: a file given is not UTF-8 text ({e.reason} at byte {e.start})", file=sys.stderr)
-        sys.exit(2)
+        fail(f"a file given is not UTF-8 text ({e.reason} at byte {e.start})")
     except KeyboardInterrupt:
         _interrupted()
     except Exception as e:  # noqa: BLE001 - last resort: one line, the traceback only on request
         # click's exceptions, by shape: typer ships its own copy of click in recent versions
-        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
-            sys.exit(e.exit_code)
+        if type(e).__name__ == "NoArgsIsHelpError":  # a bare group: its help, already shown
+            sys.exit(2)
+        if callable(getattr(e, "format_message", None)) and isinstance(getattr(e, "exit_code", None), int):
+            fail(click_message(e), e.exit_code)
         if type(e).__name__ == "Abort":  # click's form of Ctrl-C
             _interrupted()
         _internal(e, debug)
@@ -330,6 +329,4 @@ def main() -> None:
 def _internal(e: Exception, debug: bool) -> None:
     if debug:
         raise e
-    print(f"internal error: {type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", file=sys.stderr)
-    sys.exit(1)
-
+    fail(f"{type(e).__name__}: {e} (set KERNELCRAFT_DEBUG=1 for the traceback)", 1, label="internal error")

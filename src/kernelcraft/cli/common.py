@@ -3,11 +3,12 @@ user names, the judge's options, progress bars and the verdict's printout."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, NoReturn, Optional, TypeVar
 
 import annotated_types
 import typer
@@ -45,6 +46,26 @@ class RunInterrupted(Exception):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+def fail(message: str, code: int = 2, *, label: str = "error") -> NoReturn:
+    """End the command on an error: one line on stderr, `label: message`; with --json, where a machine reads the
+    command's answer, one JSON object on stdout instead, {"error": message}. Exit `code`."""
+    if "--json" in sys.argv[1:]:
+        print(json.dumps({"error": message if label == "error" else f"{label}: {message}"}))
+    else:
+        print(f"{label}: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def click_message(e: Exception) -> str:
+    """A parse error of click's (a missing argument, an unknown option, a bad value) as the tool's one line, with
+    where the command's help is, in place of click's usage block."""
+    text = " ".join(line.strip() for line in e.format_message().splitlines() if line.strip()).rstrip(".")  # type: ignore[attr-defined]
+    if text[1:2].islower():  # "Missing argument", not "NAME"
+        text = text[0].lower() + text[1:]
+    ctx = getattr(e, "ctx", None)
+    return f"{text}; see {ctx.command_path} -h" if ctx is not None else text
 
 
 # The config files' defaults (user_config.py), read as the CLI loads: a file that cannot be read is reported by

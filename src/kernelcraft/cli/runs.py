@@ -23,7 +23,7 @@ app.add_typer(runs_app, name="runs")
 def runs_list(workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
     """Every run of the workspace, oldest first: its kind, when it started, whether it finished, its tasks, target and
     model. A stopped optimize run goes on with `kernelcraft optimize --resume RUN`."""
-    with Store(existing_workspace(workspace)) as store:
+    with Store(existing_workspace(workspace), read_only=True) as store:
         lines = run_lines(store)
     if as_json:
         print(json.dumps([line.to_dict() for line in lines], indent=1))

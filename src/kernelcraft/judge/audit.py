@@ -121,7 +121,8 @@ class Audit:
             if b and e and abs(b - e) > 0.15 * max(b, e):
                 v.flags.append(Flag("clock_drift", f"SM clock moved from {b} to {e} MHz during timing"))
             if ref.trusted.rel_spread > 0.05:
-                v.flags.append(Flag("noisy_timing", f"the reference's own spread is {ref.trusted.rel_spread:.1%}"))
+                v.flags.append(Flag("noisy_timing", "the reference timed alone in its trusted worker (the audit's check, not the "
+                                                    f"times above) scattered: {ref.trusted.spread_words()}"))
         stage.seconds += time.perf_counter() - t0
         if v.status is Status.CORRECT:
             v.roofline = roof

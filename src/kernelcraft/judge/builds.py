@@ -26,7 +26,8 @@ from .integrity import output_left
 from .locks import file_lock
 from . import precompiled
 from .protocol import ARCH_LIST_RE, ARCH_VARIABLE, BuildRequest, Built, ProtocolError, decode_request
-from .sandbox import hold_group, make_scratch, run_untrusted, scrubbed_env
+from .sandbox import hold_group, run_untrusted, scrubbed_env
+from .scratch import make_scratch
 
 _ARGUMENTS = frozenset(inspect.signature(cpp_extension.load_inline).parameters) - SET_BY_JUDGE
 _LIBRARY_LIMIT = 1 << 30
@@ -129,13 +130,13 @@ class BuildService:
 
     def _precompiled(self, arguments: dict[str, Any]) -> Path | None:
         """The precompiled torch/extension.h this build includes, where one fits its flags; where none is
-        made yet, this build goes without and the header is made meanwhile (precompiled.py)."""
+        made yet, this build goes without, and the header is made meanwhile once it repays (precompiled.py)."""
         where = precompiled.root(self.cache_dir)
         if where is None or not precompiled.eligible(arguments):
             return None
         sig = precompiled.signature(arguments)
         header = precompiled.ready(where, sig)
-        if header is None:
+        if header is None and precompiled.wanted(sig):
             precompiled.make_later(where, sig, lambda gch: self._make_header(arguments, gch))
         return header
 

@@ -140,13 +140,17 @@ class CacheClosed(Exception):
     """The judge's cache lies under a directory its sandboxed workers cannot enter; one line for the user."""
 
 
+def closed_to_workers(path: Path) -> str | None:
+    """Where workers running as another user would be stopped on their way to `path` (the first directory on
+    it closed to other users), or None: they run as the judge's user, or reach it."""
+    return None if isolation().uid is None else _unreadable_for_others([str(path)])
+
+
 def check_cache_reachable(cache_dir: Path) -> None:
     """Raise CacheClosed if workers run as another user and cannot reach `cache_dir` (their scratch directories
     and the published builds lie under it): every candidate would otherwise fail as a judge error."""
     iso = isolation()
-    if iso.uid is None:
-        return
-    closed = _unreadable_for_others([str(cache_dir)])
+    closed = closed_to_workers(cache_dir)
     if closed is not None:
         raise CacheClosed(f"{closed} is closed to other users, and the judge's sandboxed workers (user {iso.uid}) must "
                           f"reach {cache_dir}: chmod o+rx {closed}, or use a workspace elsewhere (-w)")

@@ -32,7 +32,8 @@ from .locks import device_lock
 from .nsight import NCU_PORT, NCU_PORTS, counters_capability, errors, find_ncu, kernel_records, ncu_command, parse_ncu_csv, refusal
 from .protocol import (OWN_CODE, PROFILE_OUTPUT, PROFILE_SPEC, ProfileOutput, ProfileSpec, ProtocolError, decode_profile_output,
                        encode)
-from .sandbox import hold_group, make_scratch, run_untrusted, scrubbed_env
+from .sandbox import hold_group, run_untrusted, scrubbed_env
+from .scratch import make_scratch
 from .static import check_source
 from .worker.buildstore import builds_dir
 from .worker.confine import python_command

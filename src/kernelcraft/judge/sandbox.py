@@ -23,7 +23,6 @@ import ctypes
 import os
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ import kernelcraft
 from .device import device_key, visible_id
 from .integrity import make_dir
 from .isolation import Allowance, command, hand_over, policy, warn_if_incomplete
+from .scratch import release as release_scratch
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
              "VIRTUAL_ENV", "CONDA_PREFIX", "TORCH_CUDA_ARCH_LIST", "NVIDIA_DRIVER_CAPABILITIES")
@@ -56,7 +56,14 @@ def kill_all_workers() -> None:
         w.kill()
 
 
-atexit.register(kill_all_workers)
+def shutdown() -> None:
+    """The judge process's last act, however it ends but killed outright: every live worker and builder
+    killed, then their scratch removed (scratch.release)."""
+    kill_all_workers()
+    release_scratch()
+
+
+atexit.register(shutdown)
 
 
 def live_worker_pids() -> set[int]:
@@ -149,13 +156,6 @@ def scrubbed_env(device: str, device_index: int, cache_dir: Path, scratch: Path,
         env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
                    MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 40))
     return env
-
-
-def make_scratch(cache_dir: Path, prefix: str) -> Path:
-    """A fresh scratch directory for one untrusted process (a worker, a builder): its cwd, HOME and TMPDIR."""
-    root = cache_dir / "scratch"
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
 
 
 def launch(argv: list[str], scratch: Path, env: dict[str, str], cpus: frozenset[int] | None = None,

@@ -81,8 +81,9 @@ class TimingStage:
                     if b_ref.rel_spread < ref_t.rel_spread:
                         a, ref_t, cand_t = b, b_ref, b_cand
                 if len(spreads) > 1:
-                    v.flags.append(Flag("noisy_timing", "the reference scattered widely; timed again: half-IQR "
-                                                        + ", ".join(f"{s:.0%}" for s in spreads) + ", the quietest kept"))
+                    v.flags.append(Flag("noisy_timing", f"the reference scattered widely (±{spreads[0]:.1%} of its median), so "
+                                                        "it was timed again: " + ", ".join(f"±{s:.1%}" for s in spreads)
+                                                        + f"; the quietest is kept: {ref_t.spread_words()}"))
                 if cfg.timing.server:
                     _, sref, scand = self._measure(run, replace(cmd, scenario="server"), timeout, rounds)
                     v.scenarios["server"] = {"qps": cfg.timing.server_qps, "speedup": sref.median_ms / scand.median_ms,

@@ -100,6 +100,12 @@ class TimingStats:
         """Half the interquartile range over the median."""
         return (self.q3_ms - self.q1_ms) / (2 * self.median_ms) if self.median_ms > 0 else 0.0
 
+    def spread_words(self) -> str:
+        """The spread in words a reader can check against the quartiles beside it: the quartiles, the median, and
+        `rel_spread` as the part of the median they lie from it either way."""
+        return (f"quartiles {self.q1_ms:.4g}-{self.q3_ms:.4g} ms around a median of {self.median_ms:.4g} ms "
+                f"(±{self.rel_spread:.1%})")
+
 
 def _quantile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:

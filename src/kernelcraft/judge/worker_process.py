@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .protocol import Command, Exit, ProtocolError, Reply, Setup, decode_answer, encode
-from .sandbox import ProcessGroup, hold_group, kill_leftovers, launch_confined, make_scratch, scrubbed_env
+from .sandbox import ProcessGroup, hold_group, kill_leftovers, launch_confined, scrubbed_env
+from .scratch import make_scratch
 
 
 class WorkerTimeout(Exception):

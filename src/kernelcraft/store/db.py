@@ -7,6 +7,7 @@ import dataclasses
 import errno
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -25,6 +26,7 @@ from .schema import MIGRATIONS, statements
 from .skill_tables import SkillTables
 
 DB_NAME = "kernelcraft.db"
+CACHE_DIR = "cache"  # the judge's cache in a workspace: builds, scratch, ceilings
 _BUSY_TIMEOUT_S = 30  # how long a connection waits for another's write lock
 # Verdicts never reused for an equal candidate: judge.reuse.NOT_REUSED (timeouts, judge errors).
 _REUSABLE = f"v.status NOT IN ({', '.join(repr(s.value) for s in sorted(NOT_REUSED))})"
@@ -45,7 +47,7 @@ class StoreError(Exception):
 class VerdictRow:
     id: int
     task_key: str
-    run_id: str | None
+    run_id: str | None  # None: recorded by `eval`
     device: str
     device_name: str
     status: str
@@ -53,6 +55,10 @@ class VerdictRow:
     effective_speedup: float | None
     flags: str
     created_at: float
+    origin: str = ""  # where the candidate came from: the file `eval` was given, a solution's path
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -109,14 +115,21 @@ class Baseline:
 
 
 class Store(JobTables, CallTables, SkillTables):
-    """Thread-safe access to a workspace's database (one connection, serialised)."""
+    """Thread-safe access to a workspace's database (one connection, serialised). `read_only`: for commands that
+    only read (`runs list`, `verdicts`): the database must exist, and where this process may not write it (a
+    read-only disk, another user's workspace) it is opened read-only."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, *, read_only: bool = False) -> None:
         self.workspace = Path(workspace).resolve()  # workers run in their own directories
         self.path = self.workspace / DB_NAME
         self._lock = threading.Lock()
         if self.workspace.exists() and not self.workspace.is_dir():
             raise StoreError(f"workspace {self.workspace}: a file, not a directory")
+        if read_only and not (os.access(self.workspace, os.W_OK) and os.access(self.path, os.W_OK)):
+            self._conn = self._open_read_only()
+            return
+        if read_only and not self.path.is_file():
+            raise StoreError(f"workspace {self.workspace}: no {DB_NAME} here")
         try:
             self.workspace.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
@@ -131,14 +144,37 @@ class Store(JobTables, CallTables, SkillTables):
                                  f"give -w a directory you can write") from None
             raise StoreError(f"workspace {self.workspace}: {e.strerror or e}") from None
         except sqlite3.DatabaseError as e:
-            if "readonly" in str(e):
+            if "readonly" in str(e) or not os.access(self.workspace, os.W_OK):  # a WAL database's index cannot be made
                 raise StoreError(f"workspace {self.workspace}: read-only, kernelcraft cannot write {self.path.name} ({e}): "
                                  f"give -w a directory you can write") from None
             raise StoreError(f"workspace {self.workspace}: {self.path.name}: {e}") from None
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The database opened for reading only: `mode=ro`, which reads what a live writer has in its WAL but needs
+        the WAL's index beside it (or the right to make it); else, on a disk where nothing can be made, `immutable`,
+        which reads the database file as it is (a crashed writer's last, unmerged writes left out)."""
+        if not self.path.is_file():
+            raise StoreError(f"workspace {self.workspace}: no {DB_NAME} here")
+        problem = ""
+        for mode in ("mode=ro", "immutable=1"):
+            try:
+                conn = sqlite3.connect(f"{self.path.as_uri()}?{mode}", uri=True, check_same_thread=False,
+                                       isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+                conn.row_factory = sqlite3.Row
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+            except sqlite3.DatabaseError as e:
+                problem = str(e)
+                continue
+            if version < len(MIGRATIONS):
+                conn.close()
+                raise StoreError(f"workspace {self.workspace}: {DB_NAME} is of an older kernelcraft, and read-only here: "
+                                 f"read it once where it can be written, which brings it up to date")
+            return conn
+        raise StoreError(f"workspace {self.workspace}: {self.path.name}: {problem}")
+
     @property
     def cache_dir(self) -> Path:
-        return self.workspace / "cache"
+        return self.workspace / CACHE_DIR
 
     def close(self) -> None:
         self._conn.close()
@@ -378,18 +414,37 @@ class Store(JobTables, CallTables, SkillTables):
         rows = self._query("SELECT profile_json FROM kernel_profiles WHERE verdict_id=?", (verdict_id,))
         return KernelProfile.from_dict(json.loads(rows[0][0])) if rows else None
 
-    def verdicts(self, *, run_id: str | None = None, task_key: str | None = None) -> list[VerdictRow]:
-        sql = "SELECT id, task_key, run_id, device, device_name, status, speedup, effective_speedup, flags, created_at FROM verdicts"
-        where, params = [], []
+    def verdicts(self, *, run_id: str | None = None, task_key: str | None = None, status: str | None = None,
+                 last: int | None = None) -> list[VerdictRow]:
+        """Verdicts oldest first, of a run, a task (its key, or its name: `leaky_relu_clamp` is
+        `examples/leaky_relu_clamp`) and a status where given; `last`: only the latest so many."""
+        where: list[str] = []
+        params: list[Any] = []
         if run_id:
-            where.append("run_id=?")
+            where.append("v.run_id=?")
             params.append(run_id)
         if task_key:
-            where.append("task_key=?")
-            params.append(task_key)
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        return [VerdictRow(**dict(r)) for r in self._query(sql + " ORDER BY id", tuple(params))]
+            where.append("(v.task_key=? OR substr(v.task_key, -length(?) - 1)=?)")
+            params += [task_key, task_key, f"/{task_key}"]
+        if status:
+            where.append("v.status=?")
+            params.append(status)
+        return self._verdict_rows(where, params, last)
+
+    def verdict_row(self, verdict_id: int) -> VerdictRow:
+        """One verdict's row; KeyError where there is none."""
+        rows = self._verdict_rows(["v.id=?"], [verdict_id], None)
+        if not rows:
+            raise KeyError(f"no verdict {verdict_id} in {self.path}")
+        return rows[0]
+
+    def _verdict_rows(self, where: list[str], params: list[Any], last: int | None) -> list[VerdictRow]:
+        sql = ("SELECT v.id, v.task_key, v.run_id, v.device, v.device_name, v.status, v.speedup, v.effective_speedup, "
+               "v.flags, v.created_at, c.origin FROM verdicts v JOIN candidates c ON c.id = v.candidate_id"
+               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY v.id DESC")
+        if last is not None:
+            sql += f" LIMIT {int(last)}"
+        return [VerdictRow(**dict(r)) for r in reversed(self._query(sql, tuple(params)))]
 
     # -- baselines and vetting -------------------------------------------------------------------
     def record_baseline(self, task_key: str, device: str, device_name: str, kind: str, stats: TimingStats, torch_version: str) -> None:

@@ -164,6 +164,8 @@ def resolve_target(target: str, *, device: str = "cpu", sets: Sequence[str] = ()
         tasks = load_suite(target)
     else:
         tasks = [resolve_task(target)]
+    for t in tasks:
+        check_sizes(t, sizes)
     return [t.with_sizes(device, sizes) for t in tasks]
 
 
