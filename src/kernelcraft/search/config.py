@@ -13,6 +13,12 @@ from ..llm import LLMConfig
 from ..skills import AdmissionPolicy
 
 STARTS_FROM_BEST = ("refine", "branch")  # the strategies that can start from an earlier kernel
+# The options of SearchConfig a strategy reads besides its own table (`search.<strategy>`): the shape ones, then
+# those every strategy reads. What `strategy_options` offers (`kernelcraft bench --arm`).
+SHAPE_OPTIONS = {"refine": ("turns", "samples"), "branch": ("turns",), "contrastive": ("turns", "samples")}
+COMMON_OPTIONS = ("seed", "history_tokens", "profile")
+# Each model-led strategy's length: the option counting its steps (a turn, a round, a child).
+LENGTH_OPTIONS = {"refine": "turns", "branch": "turns", "contrastive": "turns", "evolve": "evolve.generations"}
 
 # The template strategy's coarse stage, over the run's judge settings: enough to rank candidates
 # and drop wrong ones, not to report a speedup (the finalists are judged again in full).
@@ -109,6 +115,9 @@ class SearchConfig(BaseModel):
     profile: bool = True
     budget_judge_calls: int | None = Field(None, ge=1)  # evaluations over the whole run
     budget_wall_s: float | None = Field(None, gt=0)  # seconds of this invocation
+    # Each task's own budget (budget.TaskBudget): a task that has spent it is finished, the others go on
+    task_judge_calls: int | None = Field(None, ge=1)  # evaluations per task
+    task_tokens: int | None = Field(None, ge=1)  # model tokens per task (prompt and completion)
     branch: BranchOptions = Field(default_factory=BranchOptions)
     contrastive: ContrastiveOptions = Field(default_factory=ContrastiveOptions)
     evolve: EvolveOptions = Field(default_factory=EvolveOptions)
@@ -127,6 +136,13 @@ class SearchConfig(BaseModel):
         skills = f", skills from snapshot {self.skills.snapshot}" if self.skills.enabled else ""
         start = ", starting from the best kernel so far" if self.start == "best" else ""
         return f"{self.strategy} ({shapes.get(self.strategy, '')}){skills}{start}"
+
+    def judge_calls_per_step(self) -> int:
+        """The most evaluations one step of the strategy's length makes (`LENGTH_OPTIONS`), every reply judged: a
+        refine turn or a contrastive round judges each sample, a branch round each implementation of each idea, an
+        evolve generation one child."""
+        return {"refine": self.samples, "contrastive": self.samples, "branch": self.branch.width * self.branch.impls
+                }.get(self.strategy, 1)
 
     @property
     def needs_model(self) -> bool:
@@ -152,6 +168,19 @@ class SearchConfig(BaseModel):
         if v == "best" and strategy not in STARTS_FROM_BEST:
             raise ValueError(f"'best' is for the strategies {' and '.join(STARTS_FROM_BEST)}, not {strategy}")
         return v
+
+
+def strategy_options(strategy: str) -> dict[str, str]:
+    """The options a strategy reads, by the name a user gives each (`turns`, `width`) to its dotted path in
+    SearchConfig (`turns`, `branch.width`): its shape options, `start` where it can start from the best kernel, its
+    own table's, and those every strategy reads. Skills are apart (`search.skills`)."""
+    names = {name: name for name in SHAPE_OPTIONS.get(strategy, ())}
+    if strategy in STARTS_FROM_BEST:
+        names["start"] = "start"
+    table = SearchConfig.model_fields.get(strategy)
+    if table is not None and isinstance(table.annotation, type) and issubclass(table.annotation, BaseModel):
+        names.update({name: f"{strategy}.{name}" for name in table.annotation.model_fields})
+    return names | {name: name for name in COMMON_OPTIONS}
 
 
 class OptimizeConfig(BaseModel):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..judge import KernelProfile, Verdict
+from ..judge import KernelProfile, Status, Verdict
 from ..judge.reuse import NOT_REUSED
 from ..judge.verdict import TimingStats
 from ..tasks import Task
@@ -276,15 +276,21 @@ class Store(JobTables, CallTables, SkillTables):
         rows = self._query("SELECT value_json FROM search_state WHERE run_id=? AND task_key=? AND key=?", (run_id, task_key, key))
         return json.loads(rows[0][0]) if rows else None
 
-    def run_spend(self, run_id: str) -> tuple[int, int, int, float]:
-        """Model calls, prompt and completion tokens, and dollars a run has spent so far (cached calls cost nothing)."""
+    def run_spend(self, run_id: str, task_key: str | None = None) -> tuple[int, int, int, float]:
+        """Model calls, prompt and completion tokens, and dollars a run (or one task of it) has spent so far (cached
+        calls cost nothing)."""
         r = self._query("SELECT count(*), coalesce(sum(prompt_tokens),0), coalesce(sum(completion_tokens),0), "
-                        "coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=? AND cached=0 AND error IS NULL", (run_id,))[0]
+                        "coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=? AND cached=0 AND error IS NULL"
+                        + (" AND task_key=?" if task_key is not None else ""),
+                        (run_id,) if task_key is None else (run_id, task_key))[0]
         return int(r[0]), int(r[1]), int(r[2]), float(r[3])
 
-    def judge_calls(self, run_id: str) -> int:
-        """Verdicts a run has had measured (reused verdicts are not counted)."""
-        return int(self._query("SELECT count(*) FROM verdicts WHERE run_id=?", (run_id,))[0][0])
+    def judge_calls(self, run_id: str, task_key: str | None = None, *, judge_errors: bool = True) -> int:
+        """Verdicts a run (or one task of it) has had measured (reused verdicts are not counted; with `judge_errors`
+        False, nor are the judge's own failures)."""
+        where = "run_id=?" + (" AND task_key=?" if task_key is not None else "") + ("" if judge_errors else " AND status!=?")
+        params = (run_id,) + ((task_key,) if task_key is not None else ()) + (() if judge_errors else (Status.JUDGE_ERROR.value,))
+        return int(self._query(f"SELECT count(*) FROM verdicts WHERE {where}", params)[0][0])
 
     def candidate_source(self, verdict_id: int) -> str:
         rows = self._query("SELECT c.source FROM verdicts v JOIN candidates c ON c.id = v.candidate_id WHERE v.id=?",
