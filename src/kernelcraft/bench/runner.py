@@ -82,9 +82,9 @@ def start_bench(workspace: Path, spec: BenchSpec) -> BenchSpec:
 def run_bench(workspace: Path, *, baselines: bool = True, gpus: str | None = None, ray: str | None = None,
               watch: Watch = lambda arm, total, done, spend: lambda e: None,
               say: Callable[[str], None] = lambda line: None) -> BenchRun:
-    """One invocation of the bench saved in `workspace` (`start_bench`): every arm as far as it can go, then the
-    missing baselines (`baselines`), then, with batch replies, this round's request file. `watch` gets each arm's
-    progress, `say` a line at each step."""
+    """One invocation of the bench saved in `workspace` (`start_bench`): every arm as far as it can go, then, with
+    batch replies, this round's request file, then the missing baselines (`baselines`; last, so that an invocation cut
+    short while timing them has lost nothing). `watch` gets each arm's progress, `say` a line at each step."""
     spec = load_spec(workspace)
     state = load_state(workspace)
     tasks = spec.task_list()

@@ -21,7 +21,7 @@ from ..bench.page import percent, short, times
 from ..llm import Spend
 from ..search import OptimizeConfig, SearchEvent, tasks_of
 from .app import app
-from .common import BaselinesOpt, BaseUrlOpt, GpusOpt, JsonOpt, LanguageOpt, PriceOpt, RayOpt, UsageError, err, out
+from .common import BaseUrlOpt, GpusOpt, JsonOpt, LanguageOpt, PriceOpt, RayOpt, UsageError, err, out
 from .optimize import ProgressView
 from .run_config import MODEL_SPEC, llm_flags, new_config
 
@@ -61,7 +61,11 @@ def bench_cmd(
     resume: bool = typer.Option(False, "--resume", help="Continue the bench in -w with its own settings."),
     workspace: Path = typer.Option(DEFAULT_BENCH, "--workspace", "-w", help="The bench's own directory: its settings, every "
                                                                             "arm's workspace, the batch rounds, the page."),
-    as_json: bool = JsonOpt, baselines: bool = BaselinesOpt, gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
+    as_json: bool = JsonOpt, gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", envvar="KERNELCRAFT_BASELINES",
+                                   help="After the arms, time each task's baselines on this device once (eager strict and "
+                                        "at PyTorch's defaults, torch.compile: seconds to minutes a task); "
+                                        "KERNELCRAFT_BASELINES=0 skips it too."),
 ) -> None:
     """Run TARGET's tasks under several arms (a strategy with its options, skills on or off), each with the same budget
     per task, and compare them: per arm and level, correct tasks, fast_p and geomean against eager (strict), eager at

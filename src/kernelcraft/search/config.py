@@ -133,7 +133,8 @@ class SearchConfig(BaseModel):
             "evolve": f"{self.evolve.generations} children on {self.evolve.islands} islands",
             "template": f"{self.template.configs} configurations, {self.template.finalists} finalists",
         }
-        skills = f", skills from snapshot {self.skills.snapshot}" if self.skills.enabled else ""
+        snapshot = f" from snapshot {self.skills.snapshot}" if self.skills.snapshot is not None else " on"
+        skills = f", skills{snapshot}" if self.skills.enabled else ""
         start = ", starting from the best kernel so far" if self.start == "best" else ""
         return f"{self.strategy} ({shapes.get(self.strategy, '')}){skills}{start}"
 
