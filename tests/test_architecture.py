@@ -9,7 +9,8 @@ from pathlib import Path
 
 import kernelcraft
 
-ORDER = ["tasks", "judge", "kernels", "llm", "store", "service", "agents", "skills", "search", "train", "report", "pack", "cli"]
+ORDER = ["tasks", "judge", "kernels", "llm", "store", "service", "agents", "skills", "search", "train", "report", "pack", "bench",
+         "cli"]
 ROOT = Path(kernelcraft.__file__).parent
 PAGE = ROOT.parent.parent / "docs" / "architecture.md"
 

@@ -16,6 +16,7 @@ from kernelcraft.agents import Coder, Truncated
 from kernelcraft.judge import DeviceDescription
 from kernelcraft.llm import (BatchPending, ChatReply, EndpointError, LLMClient, LLMConfig, LLMError, Message, Price,
                              make_client)
+from kernelcraft.llm.backends.batch import Batch, BatchLane
 
 from .conftest import ROOT
 
@@ -154,6 +155,30 @@ def test_without_waiting_the_run_stops_with_batch_pending_and_resumes_from_the_r
         resumed.chat(resumed.request(ask(1)))
     assert "1 in round-0002.requests.jsonl (written now)" in (resumed.flush() or "")
     assert records[0].reply is None and "no reply yet" in records[0].error
+
+
+def test_runs_sharing_a_directory_through_lanes_write_one_round_and_each_gets_its_own_reply(tmp_path: Path) -> None:
+    config = LLMConfig.from_spec(f"batch:{tmp_path}:gpt-batch")
+    batch = Batch(tmp_path)
+    clients = {lane: make_client(config, backend=BatchLane(batch, lane)) for lane in ("refine", "evolve")}
+    for client in clients.values():  # the same prompt from two runs: two requests
+        with pytest.raises(BatchPending):
+            client.chat(client.request(ask(0)))
+        assert client.flush() is None  # a lane writes no round: its runs' owner flushes the directory once
+    assert not requests_in(tmp_path)
+    message = batch.flush()
+    assert message is not None and "2 model requests wait for batch replies (2 in round-0001.requests.jsonl (written now))" in message
+    ((name, lines),) = requests_in(tmp_path).items()
+    key = clients["refine"].request(ask(0)).key()
+    assert sorted(line["custom_id"] for line in lines) == [f"evolve/{key}", f"refine/{key}"]
+    write_jsonl(tmp_path / "replies.jsonl", [reply_line(line["custom_id"], line["custom_id"].split("/")[0]) for line in lines])
+    again = Batch(tmp_path)  # the next invocation
+    for lane in ("refine", "evolve"):
+        client = make_client(config, backend=BatchLane(again, lane))
+        assert client.chat(client.request(ask(0))).text == lane
+    assert again.flush() is None and len(requests_in(tmp_path)) == 1
+    with pytest.raises(ValueError, match="without '/'"):
+        BatchLane(batch, "a/b")
 
 
 def test_an_error_reply_fails_the_call_until_a_good_reply_comes(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The `kernelcraft` command (typer): parse, call, print. Logic lives in the packages."""
 
+from . import bench as _bench  # noqa: F401  (adds the `bench` command)
 from . import config as _config  # noqa: F401  (adds the `config` commands)
 from . import gc as _gc  # noqa: F401  (adds the `gc` command)
 from . import imports as _imports  # noqa: F401  (adds the `import-kernels` command)

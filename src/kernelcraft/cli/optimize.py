@@ -38,7 +38,8 @@ _PATHS = {"inputs": "inputs", "init_inputs": "init_inputs", "sample": "sample", 
           "islands": "search.evolve.islands", "generations": "search.evolve.generations",
           "migrate_every": "search.evolve.migrate_every", "crossover": "search.evolve.crossover",
           "parallel": "search.evolve.parallel", "configs": "search.template.configs", "finalists": "search.template.finalists",
-          "learn": "search.skills.learn", "concurrency": "llm.concurrency"}
+          "learn": "search.skills.learn", "concurrency": "llm.concurrency", "task_judge_calls": "search.task_judge_calls",
+          "task_tokens": "search.task_tokens"}
 _BUDGETS = {"budget_tokens": "llm.budget_tokens", "budget_usd": "llm.budget_usd",
             "budget_judge_calls": "search.budget_judge_calls", "budget_wall_s": "search.budget_wall_s"}
 # Each setting's option, to name a bad value as the user gave it: "--budget-usd must be > 0".
@@ -55,9 +56,9 @@ class ProgressView:
     """The live lines of an optimize run: tasks done, attempts, best speedup, tokens and cost; and a line per task
     under way with its latest turn, its attempts and its best so far (gone once the task is done)."""
 
-    def __init__(self, bar: Progress, tasks: Progress, total: int, done: int, spend: Spend) -> None:
+    def __init__(self, bar: Progress, tasks: Progress, total: int, done: int, spend: Spend, label: str = "optimizing") -> None:
         self.bar, self.tasks, self.spend = bar, tasks, spend
-        self.id = bar.add_task("optimizing", total=total, completed=done, info="")
+        self.id = bar.add_task(label, total=total, completed=done, info="")
         self.attempts, self.correct, self.best = 0, 0, None
         self.lines: dict[str, TaskID] = {}
         self.per_task: dict[str, tuple[int, int, float | None]] = {}  # task: its latest turn, attempts, best
@@ -182,6 +183,10 @@ def optimize_cmd(
                                                                                          "calls (a verdict reused for a repeated "
                                                                                          "kernel counts as one)."),
     budget_wall_s: Optional[float] = typer.Option(None, "--budget-wall-s", help="Stop after this many seconds (of this invocation)."),
+    task_judge_calls: Optional[int] = typer.Option(None, "--task-judge-calls", help="Each task's own budget of evaluations: a "
+                                                                                    "task that spent it is finished."),
+    task_tokens: Optional[int] = typer.Option(None, "--task-tokens", help="Each task's own budget of model tokens (checked "
+                                                                          "before each call): a task that spent it is finished."),
     prices: list[str] = PriceOpt,
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Model calls in flight (default 8)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Concurrent judge evaluations (default: half the cores, at most 8)."),

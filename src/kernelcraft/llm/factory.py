@@ -43,8 +43,9 @@ def make_backend(config: LLMConfig) -> Backend:
 
 
 def make_client(config: LLMConfig, *, cache_dir: Path | None = None, refresh_cache: bool = False,
-                on_call: Callable[[CallRecord], None] | None = None) -> LLMClient:
+                on_call: Callable[[CallRecord], None] | None = None, backend: Backend | None = None) -> LLMClient:
     """A client for `config`, caching replies under `cache_dir` when given (`refresh_cache`: asking every request
-    again, its new reply replacing the cached one)."""
+    again, its new reply replacing the cached one); `backend`: one built already (a lane of a shared batch
+    directory), else `config`'s."""
     cache = DirectoryCache(cache_dir, refresh=refresh_cache) if cache_dir else None
-    return LLMClient(make_backend(config), config, cache=cache, on_call=on_call)
+    return LLMClient(backend or make_backend(config), config, cache=cache, on_call=on_call)

@@ -150,7 +150,7 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def _against(kind: str, judged: list[TaskOutcome]) -> BaselineSummary:
+def against(kind: str, judged: list[TaskOutcome]) -> BaselineSummary:
     """Judged tasks' fast_p and speedup statistics against baseline `kind` (the module's rules)."""
     correct = [o for o in judged if o.correct and o.speedup is not None]
     speeds = [x for o in correct if (x := o.speedup_vs(kind)) is not None]
@@ -167,7 +167,7 @@ def summarize(label: str, outcomes: list[TaskOutcome], device_name: str = "") ->
     """Against eager (strict), and against each other baseline some correct task has recorded; `device_name` names the
     device the outcomes were judged on (the caller keeps devices apart)."""
     judged = [o for o in outcomes if o.judge_error is None]
-    summaries = [_against(kind, judged) for kind in BASELINES]
+    summaries = [against(kind, judged) for kind in BASELINES]
     return Summary(label=label, total=len(outcomes), judged=len(judged), correct=summaries[0].correct,
                    baselines=[s for s in summaries if s.kind == EAGER or s.correct],
                    not_judged=dict(Counter(o.judge_error for o in outcomes if o.judge_error is not None)),

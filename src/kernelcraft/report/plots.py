@@ -1,4 +1,5 @@
-"""The report's figures as inline SVG strings (matplotlib, imported only when a figure is drawn).
+"""The report's figures as inline SVG strings, and a bench's curve as a PNG (matplotlib, imported only when a figure
+is drawn; a PNG through the Agg canvas).
 
 Figures are drawn on `matplotlib.figure.Figure` directly rather than through pyplot, so no global backend or
 figure registry is touched: drawing is safe from any thread and leaves a caller's own pyplot state alone."""
@@ -10,6 +11,7 @@ import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .metrics import FAST_P
@@ -150,3 +152,30 @@ def turn_curve(points: list[TurnPoint], total: int) -> str:
         handles = ax.get_legend_handles_labels()[0] + solved_ax.get_legend_handles_labels()[0]
         ax.legend(handles=handles, loc="upper left", frameon=False)
         return _svg(fig, "turns")
+
+
+def judge_call_curves_png(curves: dict[str, list[float | None]], path: Path, against: str) -> Path:
+    """A PNG of fast_1 against judge calls spent per task, one line per name (a bench's arms): point k is the share
+    of tasks whose best result after k judge calls is faster than `against` (None: not placeable, left out)."""
+    with _figure() as (fig, ax):
+        if not any(v is not None for points in curves.values() for v in points):
+            _say(ax, f"nothing to plot: no task placed against {against}")
+        else:
+            colors = [BLUE, GREEN, ORANGE, "#9333ea", "#dc2626", "#0891b2", INK, GREY]
+            styles, markers = ["-", "--", "-.", ":"], "osD^v<>p"
+            for i, (name, points) in enumerate(curves.items()):
+                calls = [k for k, v in enumerate(points, 1) if v is not None]
+                # the first drawn widest: lines that coincide (arms equal at every k) stay visible, one inside another
+                wide = len(curves) - 1 - i
+                ax.plot(calls, [points[k - 1] for k in calls], linestyle=styles[i % len(styles)], marker=markers[i % len(markers)],
+                        color=colors[i % len(colors)], linewidth=1.5 + 0.8 * wide, markersize=4 + 1.5 * wide, label=name)
+            ax.set_xlim(0.5, max(len(points) for points in curves.values()) + 0.5)
+            ax.set_ylim(-0.02, 1.05)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.set_xlabel("judge calls spent per task")
+            ax.set_ylabel(f"fast_1 against {against}")
+            ax.yaxis.set_major_formatter(lambda y, _pos: f"{y:.0%}")
+            ax.legend(loc="upper left", frameon=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png", dpi=150, metadata={"Software": None})
+    return path

@@ -9,10 +9,10 @@ from . import contrastive as _contrastive  # noqa: F401
 from . import evolve as _evolve  # noqa: F401
 from . import refine as _refine  # noqa: F401
 from . import template as _template  # noqa: F401
-from .budget import JudgeBudget
-from .config import (BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, SearchConfig, SkillOptions,
-                     TemplateOptions)
-from .errors import RunStopped, TaskFailed
+from .budget import JudgeBudget, TaskBudget
+from .config import (LENGTH_OPTIONS, BranchOptions, ContrastiveOptions, EvolveOptions, OptimizeConfig, SearchConfig,
+                     SkillOptions, TemplateOptions, strategy_options)
+from .errors import RunStopped, TaskBudgetSpent, TaskFailed
 from .history import Exchange, estimate_tokens, trimmed_history
 from .optimize import RUN_KIND, Optimizer, RunResult, TaskResult, module_name, run_optimize, tasks_of
 from .skill_use import VERIFY_BASE, SkillLearner, Verification, improvement, is_verification, skill_schemes, trajectories
@@ -21,9 +21,11 @@ from .repeats import REPEAT_LIMIT, repeat_note
 from .strategy import REPEATED, SCREENING, CallLog, Outcome, SearchEvent, SkillScheme, TaskContext, best_attempt, ranked_attempts
 
 __all__ = [
-    "MODEL_FREE", "REPEATED", "REPEAT_LIMIT", "RUN_KIND", "SCREENING", "STRATEGIES", "VERIFY_BASE", "BranchOptions", "CallLog", "ContrastiveOptions",
+    "LENGTH_OPTIONS", "MODEL_FREE", "REPEATED", "REPEAT_LIMIT", "RUN_KIND", "SCREENING", "STRATEGIES", "VERIFY_BASE", "BranchOptions",
+    "CallLog", "ContrastiveOptions",
     "EvolveOptions", "Exchange", "JudgeBudget", "OptimizeConfig", "Optimizer", "Outcome", "RunResult", "RunStopped",
-    "SearchConfig", "SearchEvent", "SkillLearner", "SkillOptions", "SkillScheme", "Strategy", "TaskContext", "TaskFailed",
+    "SearchConfig", "SearchEvent", "SkillLearner", "SkillOptions", "SkillScheme", "Strategy", "TaskBudget", "TaskBudgetSpent", "TaskContext", "TaskFailed",
     "TaskResult", "TemplateOptions", "run_optimize", "tasks_of", "Verification", "best_attempt", "ranked_attempts", "estimate_tokens", "improvement", "is_verification",
-    "module_name", "others_settings", "register", "repeat_note", "skill_schemes", "trajectories", "trimmed_history", "unsuited",
+    "module_name", "others_settings", "register", "repeat_note", "skill_schemes", "strategy_options", "trajectories", "trimmed_history",
+    "unsuited",
 ]

@@ -2,14 +2,18 @@
 calls, counted over the whole run (resumes included, from the store; a verdict reused for a repeated
 kernel counts as a call, so a model that repeats itself cannot run on), and wall time, counted for
 this invocation. Spending either stops the run the way a spent token budget does: no new work,
-what is under way is recorded, `--resume` continues."""
+what is under way is recorded, `--resume` continues.
+
+A task's own budget (`TaskBudget`: judge calls and model tokens per task, resumes included) ends that
+task alone, as finished: the same budget for every task, so strategies compare at equal cost."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
-from .errors import RunStopped
+from .errors import RunStopped, TaskBudgetSpent
 
 
 class JudgeBudget:
@@ -31,3 +35,38 @@ class JudgeBudget:
             if self.max_judge_calls is not None and self.used >= self.max_judge_calls:
                 raise RunStopped(f"the judge budget is spent: {self.used} of {self.max_judge_calls} judge calls")
             self.used += 1
+
+
+class TaskBudget:
+    """One task's budget: judge evaluations (those the judge failed on its own side are not the task's) and model
+    tokens (prompt and completion, cached replies free), each counted from the store so resumes add up. Tokens are
+    checked before each model call, so a task may end up to one round of replies over its token cap."""
+
+    def __init__(self, max_judge_calls: int | None, max_tokens: int | None, used_judge_calls: int = 0,
+                 tokens_spent: Callable[[], int] = lambda: 0) -> None:
+        self.max_judge_calls = max_judge_calls
+        self.max_tokens = max_tokens
+        self.used = used_judge_calls
+        self._tokens_spent = tokens_spent
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise TaskBudgetSpent when the task may ask the model nothing more: its judge calls are spent (a reply
+        could not be judged) or its tokens are."""
+        with self._lock:
+            if self.max_judge_calls is not None and self.used >= self.max_judge_calls:
+                raise TaskBudgetSpent(f"the task's budget is spent: {self.used} of {self.max_judge_calls} judge calls")
+        if self.max_tokens is not None and (spent := self._tokens_spent()) >= self.max_tokens:
+            raise TaskBudgetSpent(f"the task's budget is spent: {spent:,} of {self.max_tokens:,} tokens")
+
+    def claim_judge_call(self) -> None:
+        """Count one of the task's judge evaluations, or raise TaskBudgetSpent when none is left."""
+        with self._lock:
+            if self.max_judge_calls is not None and self.used >= self.max_judge_calls:
+                raise TaskBudgetSpent(f"the task's budget is spent: {self.used} of {self.max_judge_calls} judge calls")
+            self.used += 1
+
+    def release(self) -> None:
+        """Give back a claimed call whose evaluation failed on the judge's side: that failure is not the task's."""
+        with self._lock:
+            self.used -= 1

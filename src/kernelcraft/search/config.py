@@ -11,11 +11,17 @@ from ..agents.languages import language_for
 from ..judge import JudgeConfig
 from ..llm import LLMConfig
 from ..skills import AdmissionPolicy
+from .registry import OWN_SETTINGS
 
 # Every count of a run has an upper bound (`le=` on its field; `--help` and the README quote them), so a run
 # always ends, whatever was typed: at the bounds a refine run asks 64 x 50 = 3,200 replies per task.
 MAX_TURNS = 50
 MAX_SAMPLES = 64
+# The options of SearchConfig every strategy reads, besides the settings of its own it registers (registry.OWN_SETTINGS):
+# with those, what `strategy_options` offers (`kernelcraft bench --arm`).
+COMMON_OPTIONS = ("seed", "history_tokens", "profile")
+# Each model-led strategy's length: the option counting its steps (a turn, a round, a child).
+LENGTH_OPTIONS = {"refine": "turns", "branch": "turns", "contrastive": "turns", "evolve": "evolve.generations"}
 
 # The template strategy's coarse stage, over the run's judge settings: enough to rank candidates
 # and drop wrong ones, not to report a speedup (the finalists are judged again in full).
@@ -112,6 +118,9 @@ class SearchConfig(BaseModel):
     profile: bool = True
     budget_judge_calls: int | None = Field(None, ge=1)  # over the whole run, a verdict reused counting as a call
     budget_wall_s: float | None = Field(None, gt=0)  # seconds of this invocation
+    # Each task's own budget (budget.TaskBudget): a task that has spent it is finished, the others go on
+    task_judge_calls: int | None = Field(None, ge=1)  # evaluations per task
+    task_tokens: int | None = Field(None, ge=1)  # model tokens per task (prompt and completion)
     branch: BranchOptions = Field(default_factory=BranchOptions)
     contrastive: ContrastiveOptions = Field(default_factory=ContrastiveOptions)
     evolve: EvolveOptions = Field(default_factory=EvolveOptions)
@@ -127,9 +136,17 @@ class SearchConfig(BaseModel):
             "evolve": f"{self.evolve.generations} children on {self.evolve.islands} islands",
             "template": f"{self.template.configs} configurations, {self.template.finalists} finalists",
         }
-        skills = f", skills from snapshot {self.skills.snapshot}" if self.skills.enabled else ""
+        snapshot = f" from snapshot {self.skills.snapshot}" if self.skills.snapshot is not None else " on"
+        skills = f", skills{snapshot}" if self.skills.enabled else ""
         start = ", starting from the best kernel so far" if self.start == "best" else ""
         return f"{self.strategy} ({shapes.get(self.strategy, '')}){skills}{start}"
+
+    def judge_calls_per_step(self) -> int:
+        """The most evaluations one step of the strategy's length makes (`LENGTH_OPTIONS`), every reply judged: a
+        refine turn or a contrastive round judges each sample, a branch round each implementation of each idea, an
+        evolve generation one child."""
+        return {"refine": self.samples, "contrastive": self.samples, "branch": self.branch.width * self.branch.impls
+                }.get(self.strategy, 1)
 
     @property
     def needs_model(self) -> bool:
@@ -158,6 +175,21 @@ class SearchConfig(BaseModel):
         if v == "best" and strategy not in starting:
             raise ValueError(f"'best' is for the strategies {' and '.join(starting)}, not {strategy}")
         return v
+
+
+def strategy_options(strategy: str) -> dict[str, str]:
+    """The options a strategy reads, by the name a user gives each (`turns`, `width`) to its dotted path in
+    SearchConfig (`turns`, `branch.width`): the settings of its own it registers (`register(..., reads=...)`), a
+    table of options (`branch`) by each of its fields, and those every strategy reads. Skills are apart
+    (`search.skills`)."""
+    names: dict[str, str] = {}
+    for own in OWN_SETTINGS.get(strategy, ()):
+        table = SearchConfig.model_fields[own].annotation
+        if isinstance(table, type) and issubclass(table, BaseModel):
+            names.update({name: f"{own}.{name}" for name in table.model_fields})
+        else:
+            names[own] = own
+    return names | {name: name for name in COMMON_OPTIONS}
 
 
 class OptimizeConfig(BaseModel):

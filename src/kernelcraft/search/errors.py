@@ -20,5 +20,10 @@ class TaskFailed(Exception):
     """The task itself cannot be run (its reference fails): no candidate can be judged."""
 
 
+class TaskBudgetSpent(Exception):
+    """The task's own budget (`search.task_judge_calls`, `search.task_tokens`) is spent: the task asks and judges
+    nothing more and is finished. Not a RunStopped: the run's other tasks go on."""
+
+
 # Model errors that end the run, not one sample: every later call would fail the same way.
 RUN_STOPPING_ERRORS = (BudgetExceeded, EndpointError)

@@ -23,9 +23,9 @@ from ..llm import LLMClient, Spend, make_client
 from ..skills import Skill, SkillLibrary
 from ..store import AttemptRow, Store
 from ..tasks import Task, resolve_target
-from .budget import JudgeBudget
+from .budget import JudgeBudget, TaskBudget
 from .config import OptimizeConfig
-from .errors import Parked, RunStopped, TaskFailed
+from .errors import Parked, RunStopped, TaskBudgetSpent, TaskFailed
 from .parked import ParkedWork
 from .skill_use import SkillLearner, Verification, skill_schemes
 from .registry import MODEL_FREE, STRATEGIES
@@ -81,8 +81,11 @@ def module_name(task: Task) -> str:
 
 class Optimizer:
     def __init__(self, config: OptimizeConfig, store: Store, client: LLMClient, pool: Executor,
-                 device: DeviceDescription, emit: Callable[[SearchEvent], None] = lambda e: None) -> None:
+                 device: DeviceDescription, emit: Callable[[SearchEvent], None] = lambda e: None,
+                 cache_dir: Path | None = None) -> None:
+        """`cache_dir`: the build cache `pool` judges with, where the profiler finds the builds (default the store's)."""
         self.config = config
+        self.cache_dir = cache_dir or store.cache_dir
         self.store = store
         self.client = client
         self.pool = pool
@@ -103,7 +106,7 @@ class Optimizer:
             return None, "turned off"
         if self.config.search.strategy in MODEL_FREE:
             return None, f"the {self.config.search.strategy} strategy tells no model"
-        profiler = KernelProfiler(self.config.device, cache_dir=self.store.cache_dir, config=self.judge_config)
+        profiler = KernelProfiler(self.config.device, cache_dir=self.cache_dir, config=self.judge_config)
         why = profiler.ncu_unavailable()
         return (None, why) if why is not None else (profiler, "")
 
@@ -188,25 +191,34 @@ class Optimizer:
         s.calls, s.prompt_tokens, s.completion_tokens, s.cost_usd = calls, prompt, completion, cost
 
     def context(self, task: Task, run_id: str, coder: Coder, calls: CallLog, budget: JudgeBudget) -> TaskContext:
-        """What a strategy (or a skill verification) is given for one task."""
+        """What a strategy (or a skill verification) is given for one task, with the task's own budget as far as
+        the store says it is spent."""
+        search = self.config.search
+        task_budget = TaskBudget(search.task_judge_calls, search.task_tokens,
+                                 self.store.judge_calls(run_id, task.key, judge_errors=False),
+                                 lambda: sum(self.store.run_spend(run_id, task.key)[1:3]))
         return TaskContext(task=task, run_id=run_id, config=self.config.search, coder=coder,
                            planner=Planner(self.client, self.config.search.language, self.device), store=self.store,
                            pool=self.pool, calls=calls, prior=self.store.attempts(run_id, task.key), emit=self.emit,
                            stop=self.stop, abort=self.abort, budget=budget,
                            judge_config=self.judge_config, device=self.device, parked=self.parked, profiler=self.profiler,
-                           context=verdict_context(task, self.judge_config, self.device.name))
+                           context=verdict_context(task, self.judge_config, self.device.name), task_budget=task_budget)
 
     def _skills(self) -> list[Skill]:
         assert self.library is not None
         return self.library.skills(self.config.search.skills.snapshot)
 
     def _task(self, ctx: TaskContext) -> None:
+        """One task: its skill schemes, the strategy, then learning from it; a task whose own budget runs out on the
+        way is finished there (learning included: the budget is everything the task spends)."""
         try:
             if self.library is not None:
                 ctx.schemes = skill_schemes(ctx, self._skills(), SkillSelector(self.client))
             STRATEGIES[self.config.search.strategy]().run(ctx)
             if self.library is not None and self.config.search.skills.learn:
                 SkillLearner(self.library, SkillSummarizer(self.client)).learn(ctx)
+        except TaskBudgetSpent:
+            pass
         except TaskFailed as e:
             self.store.finish_run_task(ctx.run_id, ctx.task.key)
             ctx.emit(SearchEvent("task_done", ctx.task.key, message=str(e)))

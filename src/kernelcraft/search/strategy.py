@@ -28,7 +28,7 @@ from ..llm import BatchPending, CallFailed, CallRecord, LLMError, Message
 from ..skills import Skill
 from ..store import AttemptRow, Store
 from ..tasks import Task
-from .budget import JudgeBudget
+from .budget import JudgeBudget, TaskBudget
 from .config import SearchConfig
 from .errors import RUN_STOPPING_ERRORS, Parked, RunStopped, TaskFailed
 from .parked import ParkedWork
@@ -140,6 +140,7 @@ class TaskContext:
     own_run_only: bool = False  # reuse only this run's verdicts (see measured_here)
     parked: ParkedWork = field(default_factory=ParkedWork)  # the run's tally of parked work, shared by its tasks
     profiler: KernelProfiler | None = None  # correct candidates' top kernels for the feedback (None: the roofline alone)
+    task_budget: TaskBudget = field(default_factory=lambda: TaskBudget(None, None))  # this task's own (shared by copies)
     _reuse: VerdictReuse = field(init=False)  # each copy (`rejudged`, `measured_here`) has its own evaluations in flight
 
     def __post_init__(self) -> None:
@@ -183,9 +184,11 @@ class TaskContext:
     def guarded(self, call: Callable[[], T]) -> T:
         """Run a model call; a run-stopping model error (or a spent wall-time budget) sets `stop` and
         raises RunStopped; a batch reply not in yet raises Parked (the rest of the run goes on); a call
-        that got no reply raises Parked and sets `stop` (the endpoint is failing: asking on wastes retries)."""
+        that got no reply raises Parked and sets `stop` (the endpoint is failing: asking on wastes retries).
+        A task whose own budget is spent asks nothing: TaskBudgetSpent."""
         if self.stop.is_set():
             raise Parked(STOPPING)
+        self.task_budget.check()
         try:
             self.budget.check_time()
             return call()
@@ -223,12 +226,15 @@ class TaskContext:
     def judge(self, source: str) -> tuple[Verdict, int]:
         """The verdict (and its stored id) for `source` on this task. A source equal to one already
         judged in this context, up to comments and whitespace, is not judged again (judge.reuse's rules), but it
-        counts against the run's judge budget all the same: a model that repeats itself spends the budget as one
-        that writes new kernels, so a judge budget always ends a run.
-        Raises TaskFailed when the task's reference fails, RunStopped when the judge budget is spent."""
+        counts against the run's and the task's judge budgets all the same: a model that repeats itself spends a
+        budget as one that writes new kernels, so a judge budget always ends a run.
+        Raises TaskFailed when the task's reference fails, RunStopped when the judge budget is spent,
+        TaskBudgetSpent when the task's own judge calls are."""
+        self.task_budget.claim_judge_call()
         try:
             self.budget.claim_judge_call()
         except RunStopped:
+            self.task_budget.release()
             self.stop.set()
             raise
         judged = self._reuse.judge(self.task, source, self.context, lambda: self._evaluate(source),
@@ -241,6 +247,8 @@ class TaskContext:
         self._check_abort()
         if result.verdict is None:
             raise TaskFailed(result.error or "the task failed to run")
+        if result.verdict.status is Status.JUDGE_ERROR:  # the judge's own failure spends none of the task's budget
+            self.task_budget.release()
         return result.verdict
 
     def _profile(self, judged: Judged, source: str) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..judge import KernelProfile, Verdict
+from ..judge import KernelProfile, Status, Verdict
 from ..judge.reuse import NOT_REUSED
 from ..judge.verdict import TimingStats
 from ..tasks import Task
@@ -318,21 +318,29 @@ class Store(JobTables, CallTables, SkillTables):
                            "AND substr(key, 1, length(?)) = ?", (run_id, task_key, prefix, prefix))
         return {r["key"]: json.loads(r["value_json"]) for r in rows}
 
-    def run_spend(self, run_id: str) -> tuple[int, int, int, float]:
-        """Model calls, prompt and completion tokens, and dollars a run has spent so far (cached calls cost nothing)."""
+    def run_spend(self, run_id: str, task_key: str | None = None) -> tuple[int, int, int, float]:
+        """Model calls, prompt and completion tokens, and dollars a run (or one task of it) has spent so far (cached
+        calls cost nothing)."""
         r = self._query("SELECT count(*), coalesce(sum(prompt_tokens),0), coalesce(sum(completion_tokens),0), "
-                        "coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=? AND cached=0 AND error IS NULL", (run_id,))[0]
+                        "coalesce(sum(cost_usd),0) FROM llm_calls WHERE run_id=? AND cached=0 AND error IS NULL"
+                        + (" AND task_key=?" if task_key is not None else ""),
+                        (run_id,) if task_key is None else (run_id, task_key))[0]
         return int(r[0]), int(r[1]), int(r[2]), float(r[3])
 
-    def judge_calls(self, run_id: str) -> int:
-        """A run's judge calls so far, as its judge budget counts them: the verdicts it had measured, and each of its
-        attempts answered by a verdict measured before (another run's, or one of its own judged for an earlier
-        attempt)."""
+    def judge_calls(self, run_id: str, task_key: str | None = None, *, judge_errors: bool = True) -> int:
+        """A run's (or one task's) judge calls so far, as its judge budgets count them: the verdicts it had measured
+        (with `judge_errors` False, not the judge's own failures), and each of its attempts answered by a verdict
+        measured before (another run's, or one of its own judged for an earlier attempt). No attempt holds a
+        judge_error verdict, and none is reused."""
+        task = "" if task_key is None else " AND task_key=?"
+        keys = () if task_key is None else (task_key,)
+        status = "" if judge_errors else " AND status!=?"
         measured, with_verdict, own = self._query(
-            "SELECT (SELECT count(*) FROM verdicts WHERE run_id=?), "
-            "(SELECT count(*) FROM attempts WHERE run_id=? AND verdict_id IS NOT NULL), "
-            "(SELECT count(DISTINCT a.verdict_id) FROM attempts a JOIN verdicts v ON v.id = a.verdict_id "
-            "WHERE a.run_id=? AND v.run_id=?)", (run_id, run_id, run_id, run_id))[0]
+            f"SELECT (SELECT count(*) FROM verdicts WHERE run_id=?{task}{status}), "
+            f"(SELECT count(*) FROM attempts WHERE run_id=?{task} AND verdict_id IS NOT NULL), "
+            f"(SELECT count(DISTINCT a.verdict_id) FROM attempts a JOIN verdicts v ON v.id = a.verdict_id "
+            f"WHERE a.run_id=? AND v.run_id=?{task.replace('task_key', 'a.task_key')})",
+            (run_id, *keys, *(() if judge_errors else (Status.JUDGE_ERROR.value,)), run_id, *keys, run_id, run_id, *keys))[0]
         return int(measured) + int(with_verdict) - int(own)
 
     def candidate_source(self, verdict_id: int) -> str:

@@ -82,3 +82,10 @@ class Task:
             "path": str(self.path) if self.path else None,
             "meta": self.meta.to_dict(),
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Task":
+        """The task `to_dict` describes, with its `source` (which `to_dict` leaves out) from `d["source"]`."""
+        return cls(key=d["key"], name=d["name"], source=d["source"], suite=d.get("suite", ""), level=d.get("level"),
+                   problem_id=d.get("problem_id"), path=Path(d["path"]) if d.get("path") else None,
+                   meta=TaskMeta.from_dict(d.get("meta") or {}))

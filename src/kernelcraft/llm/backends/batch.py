@@ -14,6 +14,10 @@ written at once, and each call waits up to `wait_s` for its reply.
 - any other `*.jsonl`: replies, a line each:
   `{"id": ..., "custom_id": KEY, "response": {"status_code": 200, "request_id": ..., "body": CHAT_COMPLETION}, "error": null}`
 
+Several runs may share one directory and its rounds (`kernelcraft bench`, one run per arm): each asks
+through its own `BatchLane`, whose custom_ids are `LANE/KEY`, and the owner of the `Batch` flushes it
+once, after every run, so a round holds every run's requests.
+
 One process per directory: round numbers are not reserved across processes."""
 
 from __future__ import annotations
@@ -71,14 +75,19 @@ class _Round:
     error: EndpointError | None = None
 
 
-def request_line(request: ChatRequest) -> dict[str, Any]:
-    """A request as a line of the OpenAI Batch API's input file."""
+def custom_id(request: ChatRequest, lane: str = "") -> str:
+    """The id a request goes by in the directory: its key, under its lane's name when it has one."""
+    return f"{lane}/{request.key()}" if lane else request.key()
+
+
+def request_line(request: ChatRequest, key: str | None = None) -> dict[str, Any]:
+    """A request as a line of the OpenAI Batch API's input file (`key`: its custom_id, by default its own key)."""
     s = request.sampling
     body: dict[str, Any] = {"model": request.model, "messages": [asdict(m) for m in request.messages],
                             "temperature": s.temperature, "max_tokens": s.max_tokens}
     # Unset options are left out rather than sent as null, which some providers refuse.
     body.update({k: v for k, v in (("top_p", s.top_p), ("seed", s.seed)) if v is not None})
-    return {"custom_id": request.key(), "method": "POST", "url": "/v1/chat/completions", "body": body}
+    return {"custom_id": key or request.key(), "method": "POST", "url": "/v1/chat/completions", "body": body}
 
 
 def _parse_reply(d: dict[str, Any], where: str) -> _Reply:
@@ -149,8 +158,8 @@ class Batch:
         except OSError as e:
             raise EndpointError(f"cannot write to the batch directory {self.dir}: {e.strerror or e}") from None
 
-    def complete(self, request: ChatRequest, timeout: float) -> Completion:
-        key = request.key()
+    def complete(self, request: ChatRequest, timeout: float, lane: str = "") -> Completion:
+        key = custom_id(request, lane)
         with self._lock:
             self._scan()
             found = self._find(key)
@@ -242,16 +251,16 @@ class Batch:
         then renamed, so a reader never sees half a file); with the lock held."""
         self._scan()
         files = {key: path for key in requests if (path := self._requests_file(key)) is not None}
-        new = [q for key, q in requests.items() if key not in files]
+        new = {key: q for key, q in requests.items() if key not in files}
         if not new:  # all asked in an earlier run, whose replies are still out
             return files
         number = 1 + max((int(m.group(1)) for p in self._files if (m := _ROUND.fullmatch(p.name))), default=0)
         path = self.dir / f"round-{number:04d}{REQUESTS_SUFFIX}"
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text("".join(json.dumps(request_line(q)) + "\n" for q in new))
+        tmp.write_text("".join(json.dumps(request_line(q, key)) + "\n" for key, q in new.items()))
         tmp.replace(path)
-        return files | {q.key(): path for q in new}
+        return files | dict.fromkeys(new, path)
 
     def _await(self, key: str, held_in: Path) -> Completion:
         deadline = time.monotonic() + self.wait_s
@@ -323,3 +332,21 @@ class Batch:
                    f"(OpenAI batch output format) in {self.dir}, and run again to resume")
         skipped = [f"{p.name} ({f.unreadable})" for p, f in self._files.items() if f.unreadable]
         return message + (f"; lines that are no batch lines were skipped in {', '.join(skipped)}" if skipped else "")
+
+
+class BatchLane:
+    """One run's way into a `Batch` that several runs share: its requests go by `LANE/KEY`, so equal requests of two
+    runs are two requests, each answered for its own run. It writes no round itself (it has no `flush`): the
+    `Batch`'s owner flushes once, after every run, and the round holds every run's requests."""
+
+    def __init__(self, batch: Batch, lane: str) -> None:
+        if not lane or "/" in lane:
+            raise ValueError(f"a batch lane needs a name without '/': {lane!r}")
+        self.batch = batch
+        self.lane = lane
+
+    def check(self) -> None:
+        self.batch.check()
+
+    def complete(self, request: ChatRequest, timeout: float) -> Completion:
+        return self.batch.complete(request, timeout, lane=self.lane)
