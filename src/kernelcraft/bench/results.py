@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..judge import Status, baseline_kind
+from ..judge import baseline_kind
 from ..report import EAGER, Summary, TaskOutcome, TaskReport, against, baseline_label, baseline_ratios, load_run, summarize
 from ..search import RUN_KIND, SCREENING
 from ..store import Store
@@ -167,16 +167,17 @@ def _runs(path: Path) -> list[str]:
 def _record(store: Store, run_id: str, task: TaskReport, ratios: dict[str, float], device_name: str) -> TaskRecord:
     own = task.outcome()
     outcome = replace(own, baseline_ratios=ratios, device_name=own.device_name or device_name)
-    screening = {a.verdict_id for a in task.attempts if a.meta.get(SCREENING)}
-    verdicts = store.verdicts(run_id=run_id, task_key=task.key)
+    # Each judged attempt is a judge call, its verdict reused or not, as the task's judge budget counts them
+    # (TaskContext.judge); a template search's screening verdicts are not its result.
+    judged = sorted((a for a in task.attempts if a.verdict_id is not None and not a.meta.get(SCREENING)),
+                    key=lambda a: a.created_at)
     best: float | None = None
     best_after = []
-    for v in sorted(verdicts, key=lambda v: v.id):
-        if v.status == Status.JUDGE_ERROR.value or v.id in screening:
-            continue
-        if v.status == Status.CORRECT.value and v.effective_speedup is not None:
-            best = v.effective_speedup if best is None else max(best, v.effective_speedup)
+    for a in judged:
+        if a.correct:
+            best = a.speedup if best is None else max(best, a.speedup)
         best_after.append(best)
+    verdicts = store.verdicts(run_id=run_id, task_key=task.key)
     u = task.usage
     return TaskRecord(task.key, _level(task.level), outcome, best_after, u.prompt_tokens + u.completion_tokens,
                       u.cost_usd, u.unpriced_calls,
