@@ -4,16 +4,18 @@ judge's own failures cost a task nothing; a resumed run counts what the task spe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kernelcraft.llm import LLMClient, LLMConfig
+from kernelcraft.llm import LLMClient, LLMConfig, make_client
 from kernelcraft.search import OptimizeConfig, Optimizer, SearchConfig
 from kernelcraft.store import Store
 
-from .test_parked import DEVICE, Scripted, StubJudge, tiny_tasks
+from .scripted import role
+from .test_parked import DEVICE, Scripted, StubJudge, answer_rounds, tiny_tasks
 
 LONG = [  # each long enough to spend far more than 3 evaluations a task
     ("refine", {"turns": 10, "samples": 2}),
@@ -37,6 +39,46 @@ def test_each_task_stops_at_its_own_judge_calls_and_is_finished(tmp_path: Path, 
         result = optimizer.run(optimizer.start(tasks), tasks)
         assert result.stopped is None and all(t.finished and t.best is not None for t in result.tasks)
         assert [store.judge_calls(result.run_id, t.key) for t in tasks] == [3, 3, 3]
+
+
+@pytest.mark.parametrize("strategy, options", LONG, ids=[s for s, _ in LONG])
+def test_a_task_asks_for_no_reply_it_could_not_judge(tmp_path: Path, strategy: str, options: dict[str, Any]) -> None:
+    # Every strategy asks for several replies at once (2 samples, 2 ideas x 2 implementations, 2 children): at 3
+    # judge calls a task, a model asked for a 4th kernel would be paid for a reply no judge looks at.
+    tasks = tiny_tasks(2)
+    config = _config(strategy, options, task_judge_calls=3)
+    backend = Scripted()
+    with Store(tmp_path / "ws") as store:
+        optimizer = Optimizer(config, store, LLMClient(backend, config.llm), StubJudge(), DEVICE)  # type: ignore[arg-type]
+        result = optimizer.run(optimizer.start(tasks), tasks)
+        assert result.stopped is None and all(t.finished for t in result.tasks)
+        for t in tasks:
+            coder = [r for r in backend.asked if r.task == t.key and r.purpose == "coder"]
+            assert len(coder) == store.judge_calls(result.run_id, t.key) == 3
+
+
+@pytest.mark.parametrize("strategy, options", LONG, ids=[s for s, _ in LONG])
+def test_a_batch_round_holds_no_request_the_task_could_not_judge(tmp_path: Path, strategy: str, options: dict[str, Any]) -> None:
+    # The same through batch rounds, where every line of work asks at once, and the run still finishes every task.
+    tasks = tiny_tasks(2)
+    batch = tmp_path / "batch"
+    config = OptimizeConfig(target="tiny", device="cpu", llm=LLMConfig.from_spec(f"batch:{batch}:frontier"),
+                            search=SearchConfig(strategy=strategy, **options, task_judge_calls=3))
+    with Store(tmp_path / "ws") as store:
+        first = Optimizer(config, store, make_client(config.llm), StubJudge(), DEVICE)  # type: ignore[arg-type]
+        run_id = first.start(tasks)
+        result = first.run(run_id, tasks)
+        for _ in range(12):
+            if result.stopped is None:
+                break
+            answer_rounds(batch)
+            result = Optimizer(config, store, make_client(config.llm), StubJudge(), DEVICE).run(run_id, tasks)  # type: ignore[arg-type]
+        assert result.stopped is None and all(t.finished for t in result.tasks)
+        requests = [json.loads(line) for p in batch.glob("round-*.requests.jsonl") for line in p.read_text().splitlines()]
+        coder = [q for q in requests if role(q["body"]["messages"]) == "coder"]
+        # A line whose reply came in may reach its hold after a line that asks anew took the last call: at most one
+        # request a task, at the end of its budget, goes unjudged (every line asking at once would leave several).
+        assert sum(store.judge_calls(run_id, t.key) for t in tasks) == 6 and 6 <= len(coder) <= 6 + len(tasks)
 
 
 def test_each_task_stops_at_its_own_tokens(tmp_path: Path) -> None:

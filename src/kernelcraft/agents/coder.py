@@ -93,6 +93,12 @@ class Coder:
         """Said to the model when `count` early attempts no longer fit its context."""
         return render("coder_history_omitted", count=count).strip()
 
+    def ready(self, messages: Sequence[Message], *, task: str, sample: int = 0) -> bool:
+        """Whether `propose` with these arguments would be answered without a model call (see LLMClient.ready)."""
+        if self.client is None:
+            return False
+        return self.client.ready(self.client.request(messages, sample=sample, purpose="coder", task=task))
+
     def propose(self, messages: Sequence[Message], *, task: str, sample: int = 0) -> Proposal:
         """One answer to `messages`, parsed (a reply cut at the token limit without complete code is
         Truncated). LLM errors (budget, endpoint) propagate."""

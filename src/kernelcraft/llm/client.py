@@ -70,6 +70,14 @@ class LLMClient:
         return not ((c.budget_tokens is not None and s.tokens >= c.budget_tokens)
                     or (c.budget_usd is not None and s.cost_usd >= c.budget_usd))
 
+    def ready(self, request: ChatRequest) -> bool:
+        """Whether `request` would be answered without a model call: its reply is cached, or a backend that
+        holds replies (batch files) has it."""
+        if self.cache is not None and self.cache.get(cache_key(self.config.endpoint(), request)) is not None:
+            return True
+        ready = getattr(self.backend, "ready", None)  # only a backend that holds replies has one
+        return bool(ready(request)) if ready is not None else False
+
     def chat(self, request: ChatRequest) -> ChatReply:
         """One reply. Cached answers cost nothing; raises BudgetExceeded once the budget is spent,
         CallFailed when the endpoint failed every try, LLMError when it refused the request."""

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .errors import RunStopped, TaskBudgetSpent
+from .errors import Parked, RunStopped, TaskBudgetSpent
 
 
 class JudgeBudget:
@@ -49,6 +49,12 @@ class TaskBudget:
         self.used = used_judge_calls
         self._tokens_spent = tokens_spent
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        # Coder asks whose candidate is not judged yet hold a judge call each, so a task never asks for more replies
+        # than it can judge; asks parked for a batch reply keep theirs for the rest of this invocation.
+        self._holding = 0
+        self._parked = 0
+        self._mine = threading.local()  # whether this thread's ask holds a call (an ask and its judging share a thread)
 
     def check(self) -> None:
         """Raise TaskBudgetSpent when the task may ask the model nothing more: its judge calls are spent (a reply
@@ -59,14 +65,54 @@ class TaskBudget:
         if self.max_tokens is not None and (spent := self._tokens_spent()) >= self.max_tokens:
             raise TaskBudgetSpent(f"the task's budget is spent: {spent:,} of {self.max_tokens:,} tokens")
 
+    def hold_for_ask(self, *, reply_ready: bool) -> None:
+        """Before a coder ask: hold one of the task's judge calls for the candidate its reply brings. A reply already
+        in (cached, or in a batch file) is held at once, since it costs no model call. Otherwise, while every call left
+        is held by asks under way, wait for one to end; raise Parked when those asks wait for batch replies (the next
+        invocation judges them first) and TaskBudgetSpent when no call is left at all."""
+        with self._changed:
+            if self.max_judge_calls is None or getattr(self._mine, "holds", False):
+                return
+            while not reply_ready and self.used + self._holding >= self.max_judge_calls:
+                if self._holding == 0:
+                    raise TaskBudgetSpent(f"the task's budget is spent: {self.used} of {self.max_judge_calls} judge calls")
+                if self._holding == self._parked:
+                    raise Parked(f"the task's judge calls left are held by {self._parked} replies not in yet")
+                self._changed.wait(timeout=5.0)
+            self._holding += 1
+            self._mine.holds = True
+
+    def park_ask(self) -> None:
+        """This thread's ask waits for a batch reply: its call stays held for the rest of this invocation."""
+        with self._changed:
+            if getattr(self._mine, "holds", False):
+                self._mine.holds = False
+                self._parked += 1
+                self._changed.notify_all()
+
+    def end_ask(self) -> None:
+        """This thread's ask ended without a candidate judged (no code, a failed call, a stop): its call is free."""
+        with self._changed:
+            if getattr(self._mine, "holds", False):
+                self._mine.holds = False
+                self._holding -= 1
+                self._changed.notify_all()
+
     def claim_judge_call(self) -> None:
-        """Count one of the task's judge evaluations, or raise TaskBudgetSpent when none is left."""
-        with self._lock:
+        """Count one of the task's judge evaluations (the call this thread's ask held, if it holds one), or raise
+        TaskBudgetSpent when none is left."""
+        with self._changed:
+            holds = getattr(self._mine, "holds", False)
+            if holds:
+                self._mine.holds = False
+                self._holding -= 1
+                self._changed.notify_all()
             if self.max_judge_calls is not None and self.used >= self.max_judge_calls:
                 raise TaskBudgetSpent(f"the task's budget is spent: {self.used} of {self.max_judge_calls} judge calls")
             self.used += 1
 
     def release(self) -> None:
         """Give back a claimed call whose evaluation failed on the judge's side: that failure is not the task's."""
-        with self._lock:
+        with self._changed:
             self.used -= 1
+            self._changed.notify_all()

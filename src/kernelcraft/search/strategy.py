@@ -207,8 +207,19 @@ class TaskContext:
             raise
 
     def ask(self, messages: list[Message], sample: int) -> Proposal:
-        """The coder's answer; a run-stopping model error sets `stop` and raises RunStopped."""
-        return self.guarded(lambda: self.coder.propose(messages, task=self.task.key, sample=sample))
+        """The coder's answer; a run-stopping model error sets `stop` and raises RunStopped. The ask holds one of
+        the task's judge calls for the candidate (TaskBudget.hold_for_ask) until `record` judges it or finds none,
+        so a task never asks for replies it could not judge."""
+        ready = self.coder.ready(messages, task=self.task.key, sample=sample)
+        self.task_budget.hold_for_ask(reply_ready=ready)
+        try:
+            return self.guarded(lambda: self.coder.propose(messages, task=self.task.key, sample=sample))
+        except Parked:
+            self.task_budget.park_ask()
+            raise
+        except BaseException:
+            self.task_budget.end_ask()
+            raise
 
     # -- judging -------------------------------------------------------------------------------
     def rejudged(self, overrides: dict[str, Any]) -> "TaskContext":
@@ -271,7 +282,13 @@ class TaskContext:
     # -- recording -----------------------------------------------------------------------------
     def record(self, sample: int, turn: int, proposal: Proposal, meta: dict[str, Any] | None = None) -> Outcome:
         """A proposal's attempt: a reply that held no candidate is recorded as such, a candidate as
-        `record_source` records it."""
+        `record_source` records it. The judge call its ask held is spent or freed here, whatever happens."""
+        try:
+            return self._record(sample, turn, proposal, meta)
+        finally:
+            self.task_budget.end_ask()
+
+    def _record(self, sample: int, turn: int, proposal: Proposal, meta: dict[str, Any] | None) -> Outcome:
         self._check_abort()
         call_id = self.calls.id_for(proposal)
         if isinstance(proposal.candidate, ParseFailure):
@@ -337,10 +354,15 @@ class TaskContext:
             proposal = self.ask(messages, sample)
         except LLMError as e:
             return self.record_llm_error(sample, turn, e, meta)
-        extra = reply_meta(proposal.reply.text) if reply_meta else {}
+        try:
+            extra = reply_meta(proposal.reply.text) if reply_meta else {}
+        except BaseException:
+            self.task_budget.end_ask()
+            raise
         return self.record(sample, turn, proposal, {**(meta or {}), **extra})
 
     def record_llm_error(self, sample: int, turn: int, error: Exception, meta: dict[str, Any] | None = None) -> Outcome:
+        self.task_budget.end_ask()
         self._check_abort()
         self.store.record_attempt(self.run_id, self.task.key, sample, turn, status=LLM_ERROR, feedback=str(error),
                                   meta=self.meta(sample, **(meta or {})))

@@ -169,6 +169,12 @@ class Batch:
             return found.result()
         return self._await(key, self._join_round(key, request))
 
+    def ready(self, request: ChatRequest, lane: str = "") -> bool:
+        """Whether a reply to `request` is in (so asking it costs no new round)."""
+        with self._lock:
+            self._scan()
+            return self._find(custom_id(request, lane)) is not None
+
     def _hold(self, key: str, request: ChatRequest) -> BatchPending:
         """Keep a request without a reply for the round `flush` writes, unless a requests file holds it
         already; what the call raises. With the lock held."""
@@ -350,3 +356,6 @@ class BatchLane:
 
     def complete(self, request: ChatRequest, timeout: float) -> Completion:
         return self.batch.complete(request, timeout, lane=self.lane)
+
+    def ready(self, request: ChatRequest) -> bool:
+        return self.batch.ready(request, lane=self.lane)
