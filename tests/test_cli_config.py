@@ -171,12 +171,12 @@ def test_every_option_of_every_command_has_help() -> None:
     assert missing == []
 
 
-def test_every_count_of_a_run_has_the_upper_bound_its_help_and_the_readme_give() -> None:
+def test_every_count_of_a_run_has_the_upper_bound_its_help_and_docs_cli_give() -> None:
     from pydantic import BaseModel
 
     from kernelcraft.cli.common import option_bound
 
-    readme = (ROOT / "README.md").read_text()
+    documented = (ROOT / "docs" / "cli.md").read_text()
     help_text = CliRunner().invoke(app, ["optimize", "--help"], env={"COLUMNS": "400"}).output
     bounded = []
     for path, flag in optimize_cli._OPTIONS.items():
@@ -188,6 +188,6 @@ def test_every_count_of_a_run_has_the_upper_bound_its_help_and_the_readme_give()
         if bound is None or model.model_fields[name].annotation not in (int, int | None):
             continue
         bounded.append(flag)
-        assert f"| `{flag}` | {bound} |" in readme, flag
+        assert f"| `{flag}` | {bound} |" in documented, flag
         assert re.search(rf"{flag}\s.*at most {bound}\)", help_text), flag
     assert {"--turns", "--samples", "--width", "--impls", "--generations", "--configs"} <= set(bounded)

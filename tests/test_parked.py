@@ -86,7 +86,7 @@ def answer_rounds(directory: Path) -> list[str]:
     return answered
 
 
-# Reply rounds a batch run takes to finish, per strategy (see README, "Batch replies"): refine and
+# Reply rounds a batch run takes to finish, per strategy (see docs/cli.md, "Batch replies"): refine and
 # contrastive one per turn, branch two per round (the planner's ideas, then their implementations),
 # evolve one per `parallel` children.
 ROUNDS = [

@@ -1,5 +1,5 @@
-"""The README's "Use from Python" snippets, run as a user would run them (in a fresh directory, as their own
-processes), the model server being a real OpenAI-compatible one on loopback."""
+"""docs/python.md's snippets (the README points there for use from Python), run as a user would run them (in a
+fresh directory, as their own processes), the model server being a real OpenAI-compatible one on loopback."""
 
 from __future__ import annotations
 
@@ -17,16 +17,14 @@ LIBRARY_ROWMS = ("Here it is.\n\n```python\nimport torch\nimport torch.nn as nn\
 
 
 def _snippets() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Use from Python", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "python.md").read_text(), flags=re.S)
 
 
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
-def test_the_readmes_python_snippets_run(tmp_path: Path, cache_dir: Path) -> None:
+def test_the_python_pages_snippets_run(tmp_path: Path, cache_dir: Path) -> None:
     evaluate, optimize = _snippets()
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "kernelcraft-workspace").mkdir()

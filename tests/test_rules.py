@@ -1,6 +1,6 @@
 """The judge's rules, worded once: the prompts state them with the numbers of its configuration, the judge's
 verdicts use the same words, and every count of speedups follows the rule on library calls; the static rules'
-table is stated by the prompts, the rejections, the README and docs/judge.md alike."""
+table is stated by the prompts, the rejections and docs/judge.md alike."""
 
 from __future__ import annotations
 
@@ -174,11 +174,12 @@ def _section(text: str, begin: str, end: str) -> str:
     return text.split(begin, 1)[1].split(end, 1)[0].strip()
 
 
-def test_the_readme_states_the_static_rules_as_the_prompt_does() -> None:
+def test_docs_judge_states_the_static_rules_as_the_prompt_does() -> None:
     rules = TaskRules.of(JudgeConfig(), resolve_task("softmax_rows"), "cuda")
     rendered = render("static_rules", language=LANGUAGES["cuda"], rules=rules)
-    readme = _section((ROOT / "README.md").read_text(), "<!-- static rules: begin -->", "<!-- static rules: end -->")
-    assert readme == rendered, f"README.md's static rules, rendered from the table now:\n{rendered}"
+    stated = _section((ROOT / "docs" / "judge.md").read_text(), "<!-- static rules as the prompts state them: begin -->",
+                      "<!-- static rules as the prompts state them: end -->")
+    assert stated == rendered, f"docs/judge.md's static rules as the prompts state them, rendered from the table now:\n{rendered}"
 
 
 def docs_table() -> str:

@@ -198,8 +198,8 @@ def eval_suite_cmd(suite: str = typer.Argument(..., help="A task directory, a Ke
                    atol: Optional[float] = AtolOpt, rtol: Optional[float] = RtolOpt, baselines: bool = BaselinesOpt,
                    gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt) -> None:
     """KernelBench-style batch evaluation: per level, correct count, fast_p, geomean and median speedup, win rate, against
-    eager (strict) and each baseline users compare with, each speedup counted as the judge counts it (README: Library
-    calls and coverage); tasks the judge failed on (judge_error) reported apart."""
+    eager (strict) and each baseline users compare with, each speedup counted as the judge counts it (docs/judge.md:
+    Library calls and coverage); tasks the judge failed on (judge_error) reported apart."""
     if not solutions.is_dir():
         raise UsageError(f"{solutions}: no such solutions directory")
     tasks = target_tasks(suite, device, sets, sample, shapes, from_model, inputs, init_inputs)

@@ -51,7 +51,7 @@ def serve_judge_cmd(
     token_file: Optional[Path] = typer.Option(None, "--token-file", help=f"File holding the clients' token (default: ${TOKEN_ENV})."),
     config_file: Optional[Path] = ConfigOpt,
     insecure: bool = typer.Option(False, "--insecure", help="Serve even where candidates cannot be fully isolated "
-                                                              "(README, Security model): only for code you trust."),
+                                                              "(docs/security.md): only for code you trust."),
 ) -> None:
     """Serve the judge over HTTP: rollout workers (kernelcraft.service.JudgeClient) submit candidates and read
     verdicts. Jobs are kept in the workspace's store: a restarted service finishes what was queued."""

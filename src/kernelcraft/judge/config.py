@@ -107,7 +107,7 @@ class JudgeConfig:
     truth_factor: float = 2.0
     truth_max_gb: float = 4.0  # float64 outputs (and inputs) larger than this: the reference is the truth
     truth_max_seconds: float = 20.0  # one float64 forward slower than this: likewise
-    # The rule on library calls (rules.py; README "Library calls and coverage"), on the share of the forward's time
+    # The rule on library calls (rules.py; docs/judge.md, "Library calls and coverage"), on the share of the forward's time
     # in the candidate's own kernels: below `coverage_credit_below` a correct candidate is flagged low_coverage and
     # its speedup earns no credit; at `coverage_reject_below` or less (or with none of its kernels run) it is rejected.
     coverage_credit_below: float = 0.5

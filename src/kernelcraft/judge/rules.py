@@ -5,7 +5,7 @@ its verdicts say it in these words, `Verdict.effective_speedup` counts what it a
 and planner's prompts (agents/templates) render it, with the other rules a candidate must meet, from a
 `TaskRules` made from the same `JudgeConfig`. So the model is told the rule it is judged by. The static rules
 are static_rules.py's table, carried here for the prompts (templates/static_rules.j2).
-README: "Library calls and coverage".
+docs/judge.md: "Library calls and coverage".
 """
 
 from __future__ import annotations

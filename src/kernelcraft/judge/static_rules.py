@@ -2,9 +2,9 @@
 told, the exploit classes it stops (docs/judge.md) and the runtime check that backs it.
 
 `static.check_source` applies exactly this table; the coder's and planner's prompts render it (through
-`rules.TaskRules`, templates/static_rules.j2), and so does the README; docs/judge.md's "Static rules" lists it
-with its classes and runtime checks (tests/test_rules.py holds all three to the table). A rejection reads
-"line N: WHAT: REASON", in the words of the prompt.
+`rules.TaskRules`, templates/static_rules.j2), and so does docs/judge.md ("The rules a candidate must follow"); its
+"Static rules" lists it with its classes and runtime checks (tests/test_rules.py holds all three to the table). A
+rejection reads "line N: WHAT: REASON", in the words of the prompt.
 
 A rule names what it stops in up to six ways: imports (a module and everything under it), builtin names,
 attributes, PyTorch's dotted names (a name and everything under it, however imported), constructs of the

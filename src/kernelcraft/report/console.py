@@ -122,6 +122,6 @@ def summary_table(summaries: list[Summary]) -> Table:
     if with_device:
         notes.append("device: speedups on different devices are never averaged together; a task missing or failed before "
                      "the judge counts in its level's most common device's rows.")
-    notes.append(f"speedups: {SPEEDUP_CREDIT} (README: Library calls and coverage).")
+    notes.append(f"speedups: {SPEEDUP_CREDIT} (docs/judge.md: Library calls and coverage).")
     t.caption = "\n".join(notes)
     return t

@@ -13,7 +13,7 @@ from ..llm import LLMConfig
 from ..skills import AdmissionPolicy
 from .registry import OWN_SETTINGS
 
-# Every count of a run has an upper bound (`le=` on its field; `--help` and the README quote them), so a run
+# Every count of a run has an upper bound (`le=` on its field; `--help` and docs/cli.md quote them), so a run
 # always ends, whatever was typed: at the bounds a refine run asks 64 x 50 = 3,200 replies per task.
 MAX_TURNS = 50
 MAX_SAMPLES = 64
