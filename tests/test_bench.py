@@ -174,3 +174,25 @@ def test_a_bench_needs_a_target_and_a_resume_needs_a_bench(tmp_path: Path) -> No
     assert "give a TARGET" in one_line_error(kc("bench", "--arm", "refine", "--model", "m", cwd=tmp_path))
     assert "elsewhere: no bench here (no bench.json)" in one_line_error(kc("bench", "--resume", "-w", "elsewhere", cwd=tmp_path))
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_an_arm_restarted_after_a_fix_starts_a_new_run_and_keeps_its_batch_replies(tmp_path: Path) -> None:
+    # The first real bench (2026-11-29) found contrastive asking one prompt again and again; once it was fixed, its arm
+    # had to start over in the same bench, its first round answered by the replies it already had.
+    args = _setup(tmp_path, ["refine", "contrastive"])
+    workspace = tmp_path / "ws"
+    p = kc(*args, "--model", f"batch:{workspace / 'batch'}:frontier", "-w", "ws", cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    with Store(workspace / "arms" / "contrastive") as store:
+        (before,) = store.runs()
+    assert "--restart-arm goes with --resume" in one_line_error(kc("bench", "--restart-arm", "contrastive", "-w", "ws", cwd=tmp_path))
+    assert "the bench's arms are refine, contrastive" in one_line_error(
+        kc("bench", "--resume", "--restart-arm", "branch", "-w", "ws", cwd=tmp_path))
+    p = kc("bench", "--resume", "--restart-arm", "contrastive", "-w", "ws", "--json", cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    with Store(workspace / "arms" / "contrastive") as store:
+        (after,) = store.runs()
+    assert after.id != before.id and load_state(workspace).restarted_arms == ["contrastive"]
+    # the restarted arm asked the same requests: still the first round's, no new round written for them
+    assert sorted(p.name for p in (workspace / "batch").glob("round-*.requests.jsonl")) == ["round-0001.requests.jsonl"]
+    assert "0 requests" not in p.stderr and "contrastive: 4 model replies are not in yet" in p.stderr, p.stderr

@@ -7,11 +7,11 @@ call, tokens, dollars and wall time, on a page with a plot (docs/bench.md)."""
 from .arms import Arm, ArmError, check_arms, parse_arm
 from .page import write_page
 from .results import ALL, COMPILED, DEFAULTS, KINDS, ArmRow, ArmStatus, BenchResults, Curve, gather
-from .runner import ArmRun, BenchRun, Watch, run_bench, start_bench
+from .runner import ArmRun, BenchRun, Watch, restart_arm, run_bench, start_bench
 from .spec import ARMS_DIR, RESULTS_DIR, BenchError, BenchSpec, BenchState, load_spec, load_state
 
 __all__ = [
     "ALL", "ARMS_DIR", "COMPILED", "DEFAULTS", "KINDS", "RESULTS_DIR", "Arm", "ArmError", "ArmRow", "ArmRun", "ArmStatus",
     "BenchError", "BenchResults", "BenchRun", "BenchSpec", "BenchState", "Curve", "Watch", "check_arms", "gather",
-    "load_spec", "load_state", "parse_arm", "run_bench", "start_bench", "write_page",
+    "load_spec", "load_state", "parse_arm", "restart_arm", "run_bench", "start_bench", "write_page",
 ]

@@ -10,6 +10,7 @@ by custom_id on the next invocation, which resumes every arm where it stopped.""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,21 @@ def start_bench(workspace: Path, spec: BenchSpec) -> BenchSpec:
     workspace.mkdir(parents=True, exist_ok=True)
     save_spec(workspace, spec)
     return spec
+
+
+def restart_arm(workspace: Path, name: str) -> None:
+    """Start arm `name` of the bench in `workspace` over: its workspace (run, verdicts, reply cache, skill library) and
+    its wall time go; its batch lane's replies stay, so the requests it asks again are answered as before. For an arm
+    whose strategy was fixed while the bench ran. BenchError for a name that is no arm of the bench."""
+    spec = load_spec(workspace)
+    names = [arm.name for arm in spec.arms]
+    if name not in names:
+        raise BenchError(f"--restart-arm {name!r}: the bench's arms are {', '.join(names)}")
+    shutil.rmtree(workspace / ARMS_DIR / name, ignore_errors=True)
+    state = load_state(workspace)
+    state.arm_wall_s.pop(name, None)
+    state.restarted_arms.append(name)
+    save_state(workspace, state)
 
 
 def run_bench(workspace: Path, *, baselines: bool = True, gpus: str | None = None, ray: str | None = None,
@@ -154,4 +170,4 @@ def _time_baselines(store: Store, pool: Executor, tasks: list[Task], state: Benc
             state.baseline_notes[task.key] = "; ".join(warnings)
 
 
-__all__ = ["ArmRun", "BenchRun", "Watch", "run_bench", "start_bench"]
+__all__ = ["ArmRun", "BenchRun", "Watch", "restart_arm", "run_bench", "start_bench"]

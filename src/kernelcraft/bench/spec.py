@@ -87,6 +87,7 @@ class BenchState(BaseModel):
     invocations: int = 0
     arm_wall_s: dict[str, float] = Field(default_factory=dict)  # every invocation's time in each arm, summed
     baseline_notes: dict[str, str] = Field(default_factory=dict)  # task key -> the baseline timing's warning
+    restarted_arms: list[str] = Field(default_factory=list)  # arms started over (`restart_arm`), in order
 
 
 def save_spec(workspace: Path, spec: BenchSpec) -> None:

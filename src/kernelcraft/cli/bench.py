@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from ..bench import (KINDS, RESULTS_DIR, Arm, ArmError, BenchError, BenchResults, BenchRun, BenchSpec, check_arms,
-                     gather, load_spec, load_state, parse_arm, run_bench, start_bench, write_page)
+                     gather, load_spec, load_state, parse_arm, restart_arm, run_bench, start_bench, write_page)
 from ..bench.page import percent, short, times
 from ..llm import Spend
 from ..search import OptimizeConfig, SearchEvent, tasks_of
@@ -30,7 +30,7 @@ ARM_HELP = ("An arm (repeatable): [NAME=]STRATEGY[+skills][:KEY=VALUE,...], e.g.
             "refine+skills, long=refine:turns=8. KEY: the strategy's options (turns, samples, width, generations...), "
             "skills=on|off, skills.KEY (a skill option, e.g. skills.learn=false).")
 # What `bench --resume` may be given; every other setting is the bench's own.
-_RESUME_OPTIONS = {"resume", "workspace", "as_json", "baselines", "gpus", "ray"}
+_RESUME_OPTIONS = {"resume", "workspace", "as_json", "baselines", "gpus", "ray", "restart_arms"}
 # The options that set a field of OptimizeConfig, by its dotted path, to name a bad value as the user gave it.
 _PATHS = {"device": "device", "workers": "workers", "language": "search.language", "concurrency": "llm.concurrency"}
 _OPTIONS = {path: "--" + name for name, path in _PATHS.items()}
@@ -59,6 +59,9 @@ def bench_cmd(
     sets: list[str] = typer.Option([], "--set", help="KEY=VALUE: a setting by its dotted path (as optimize's --set), or a task's "
                                                      "size constant (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the bench in -w with its own settings."),
+    restart_arms: list[str] = typer.Option([], "--restart-arm", help="With --resume: start this arm over (its run and "
+                                                                   "verdicts go; its batch replies stay), e.g. after "
+                                                                   "fixing its strategy (repeatable)."),
     workspace: Path = typer.Option(DEFAULT_BENCH, "--workspace", "-w", help="The bench's own directory: its settings, every "
                                                                             "arm's workspace, the batch rounds, the page."),
     as_json: bool = JsonOpt, gpus: Optional[str] = GpusOpt, ray: Optional[str] = RayOpt,
@@ -78,6 +81,10 @@ def bench_cmd(
                 and getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"]
             if given:
                 raise UsageError(f"a resumed bench keeps its own settings: drop {', '.join(given)}")
+            for name in restart_arms:
+                restart_arm(workspace, name)
+        elif restart_arms:
+            raise UsageError("--restart-arm goes with --resume -w DIR (a bench that exists)")
         elif target is None:
             raise UsageError("give a TARGET (a KernelBench tree, a suite directory, 'examples') and its --arm options, or "
                              "--resume -w DIR")

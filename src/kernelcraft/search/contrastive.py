@@ -3,7 +3,7 @@ kernels with their measured speedups, drawn from two different score buckets (a 
 temperature over the buckets' mean scores picks the buckets, then one kernel uniformly from each),
 and answers in three parts: why the faster one is faster, a design that beats both, the code.
 The exemplar database holds this task's correct kernels from this run and from earlier runs in
-the same judging context. Until it holds two, prompts are plain. Each round's samples are asked
+the same judging context. Until it holds two, prompts are plain (each round a new draw). Each round's samples are asked
 together, so with batch replies a round is one batch round."""
 
 from __future__ import annotations
@@ -70,9 +70,12 @@ class Contrastive:
         rng = random.Random(f"{ctx.config.seed}/{ctx.task.key}/{rnd}/{k}")  # the same choice again on resume
         pair = pick_exemplars(database, options.buckets, options.temperature, rng)
         meta: dict[str, Any] = {"round": rnd}
+        # The plain prompt is asked again each round until two kernels are correct: each round draws anew (as an
+        # endpoint at this temperature would), not the first round's reply judged again.
+        draw = rnd * ctx.config.samples + k
         if pair is None:
-            return ctx.attempt(k, rnd, ctx.opening(k), meta)
+            return ctx.attempt(k, rnd, ctx.opening(k), meta, draw=draw)
         first, second = pair
         meta["exemplars"] = [[first.verdict_id, first.speedup], [second.verdict_id, second.speedup]]
         messages = ctx.coder.directed(ctx.opening(k), "contrastive", first=first.example(), second=second.example())
-        return ctx.attempt(k, rnd, messages, meta, reply_meta=sections_note)
+        return ctx.attempt(k, rnd, messages, meta, reply_meta=sections_note, draw=draw)

@@ -339,10 +339,12 @@ class TaskContext:
                         self.store.llm_reply(call) if call is not None else None)
 
     def attempt(self, sample: int, turn: int, messages: list[Message], meta: dict[str, Any] | None = None,
-                reply_meta: Callable[[str], dict[str, Any]] | None = None) -> Outcome:
+                reply_meta: Callable[[str], dict[str, Any]] | None = None, draw: int | None = None) -> Outcome:
         """One single-shot slot: the recorded outcome if a stopped run already did it, the held source judged
         again if a judge error parked it, else ask, judge, record (with `reply_meta` of the reply added to the
-        note). A call that failed for good (after retries) is recorded as such; run-stopping errors raise."""
+        note). `draw` (default `sample`) is the sample index the request carries: a slot that may ask a prompt
+        asked before passes one of its own, or the request, its key and so its reply would be the earlier one's.
+        A call that failed for good (after retries) is recorded as such; run-stopping errors raise."""
         prior = self.prior_attempt(sample, turn)
         if prior is not None:
             return self.outcome_of(prior)
@@ -351,7 +353,7 @@ class TaskContext:
             extra = reply_meta(held.reply) if reply_meta and held.reply is not None else {}
             return self.record_source(sample, turn, held.source, {**(meta or {}), **extra}, llm_call_id=held.llm_call_id)
         try:
-            proposal = self.ask(messages, sample)
+            proposal = self.ask(messages, sample if draw is None else draw)
         except LLMError as e:
             return self.record_llm_error(sample, turn, e, meta)
         try:
