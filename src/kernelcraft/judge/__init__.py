@@ -24,7 +24,8 @@ from typing import Any
 _WHERE = {
     **dict.fromkeys(['DEFAULT_TOLERANCE', 'JudgeConfig', 'SCENARIOS', 'Timeouts', 'TimingConfig'], "config"),
     **dict.fromkeys(['DeviceDescription', 'DeviceUnavailable', 'check_device', 'describe_device', 'device_key', 'gpu_indices'], "device"),
-    **dict.fromkeys(['JUDGE_VERSION', 'Judge', 'baseline_kind', 'self_check_source', 'source_hash'], "evaluate"),
+    **dict.fromkeys(['Judge', 'baseline_kind', 'self_check_source', 'source_hash'], "evaluate"),
+    'JUDGE_VERSION': "version",
     **dict.fromkeys(['KernelProfile', 'KernelRecord'], "kernel_profile"),
     **dict.fromkeys(['context_hash', 'normalized_hash', 'normalized_source'], "normalize"),
     **dict.fromkeys(['BaselineSpec', 'Executor', 'Job', 'JobKind', 'Result', 'judged_map', 'open_executor'], "executor"),

@@ -11,7 +11,7 @@ import tokenize
 from typing import Any
 
 from .config import JudgeConfig
-from .evaluate import JUDGE_VERSION
+from .version import JUDGE_VERSION
 
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING}
 _C_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
